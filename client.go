@@ -1,0 +1,81 @@
+package distlock
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// A Client makes locks on one Redis deployment. It renews the leases of all
+// the locks it holds in batches and shares one subscription among all of
+// its waiters. It is safe for concurrent use; create one per process and
+// Close it on shutdown.
+type Client struct {
+	cfg     clientConfig
+	backend *redisbackend.Backend
+	engine  *engine.Engine
+	close   sync.Once
+}
+
+// New returns a Client on rdb, which may be a standalone, Sentinel
+// (failover) or Cluster go-redis client; the caller keeps ownership of rdb
+// and closes it after the Client. New does not contact Redis. Invalid
+// options do not panic: every operation of the Client then returns an
+// error wrapping ErrInvalidOption.
+func New(rdb redis.UniversalClient, opts ...Option) *Client {
+	cfg := clientConfig{prefix: DefaultPrefix, fenceRetention: DefaultFenceRetention, logger: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	host, _ := os.Hostname()
+	b := redisbackend.New(rdb, redisbackend.Config{
+		Keys:           redisbackend.Keys{Prefix: cfg.prefix},
+		FenceRetention: cfg.fenceRetention,
+		Host:           host,
+		PID:            os.Getpid(),
+	})
+	return &Client{cfg: cfg, backend: b, engine: engine.New(b, cfg.observer())}
+}
+
+// Close releases every lock the Client still holds (cancelling their lease
+// contexts with ErrClosed), ends waits with ErrClosed, stops renewals and
+// subscriptions, and waits for background work. Releases get five seconds;
+// locks not released by then expire with their leases. Close is idempotent.
+func (c *Client) Close() error {
+	var err error
+	c.close.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		err = c.engine.Close(ctx)
+		if berr := c.backend.Close(); err == nil {
+			err = berr
+		}
+	})
+	return err
+}
+
+const closeTimeout = 5 * time.Second
+
+// Mutex returns the named mutex. It is cheap and does not contact Redis;
+// Mutex values of the same name, in any process, are the same lock. An
+// invalid name or option makes every method return a typed error.
+func (c *Client) Mutex(name string, opts ...MutexOption) *Mutex {
+	mc := mutexConfig{ttl: DefaultTTL, renew: true}
+	for _, o := range opts {
+		o(&mc)
+	}
+	m := &Mutex{c: c, spec: engine.Spec{Name: name, Lease: mc.ttl, Renew: mc.renew}, err: c.cfg.err}
+	if m.err == nil {
+		m.err = validateName(name)
+	}
+	if m.err == nil {
+		m.err = mc.err
+	}
+	return m
+}

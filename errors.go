@@ -1,0 +1,43 @@
+package distlock
+
+import "github.com/distlock/distlock/internal/engine"
+
+// Errors returned by distlock. Match them with errors.Is: the returned
+// errors wrap them with the lock name and the cause.
+var (
+	// ErrNotAcquired: the lock was not acquired. TryLock returns it when
+	// someone else holds the lock; Lock returns it, joined with the
+	// context's error, when its context ends first.
+	ErrNotAcquired = engine.ErrNotAcquired
+
+	// ErrNotHeld: the lease was already unlocked (or released by Close).
+	ErrNotHeld = engine.ErrNotHeld
+
+	// ErrLockLost: the lock was lost while held: a renewal found it gone or
+	// taken over, or could not be confirmed before the lease's local
+	// deadline. It is the cause of the lease context, and Unlock and
+	// Extend return it.
+	ErrLockLost = engine.ErrLockLost
+
+	// ErrClosed: the Client was closed.
+	ErrClosed = engine.ErrClosed
+
+	// ErrBackend wraps a failure of Redis itself (unreachable, timeout,
+	// refused command), so it is never confused with contention.
+	ErrBackend = engine.ErrBackend
+
+	// ErrUnsupported: the Redis server is too old (before 6.2).
+	ErrUnsupported = engine.ErrUnsupported
+
+	// ErrInvalidName: the lock name is empty, too long, not UTF-8, or
+	// contains braces or control characters.
+	ErrInvalidName = errorString("distlock: invalid lock name")
+
+	// ErrInvalidOption: an option is out of range (an absurd TTL, a prefix
+	// with braces, ...).
+	ErrInvalidOption = errorString("distlock: invalid option")
+)
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }

@@ -1,0 +1,78 @@
+package distlock
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/distlock/distlock/internal/engine"
+)
+
+// EventKind says what happened to a lock.
+type EventKind int
+
+// The kinds of Event.
+const (
+	EventAcquired    EventKind = iota + 1 // a hold was taken (Holds > 1: re-entry)
+	EventWaiting                          // an acquirer found the lock taken and waits
+	EventRenewed                          // the watchdog extended a lease
+	EventRenewFailed                      // a renewal failed; it is retried until the lease deadline
+	EventLost                             // the lock was lost; the lease context is cancelled
+	EventReleased                         // the holder released the lock
+)
+
+var eventNames = [...]string{"", "acquired", "waiting", "renewed", "renew-failed", "lost", "released"}
+
+func (k EventKind) String() string {
+	if k > 0 && int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return "unknown"
+}
+
+// An Event is one thing that happened to one lock held or awaited by this
+// Client, as passed to WithEventHandler.
+type Event struct {
+	Kind  EventKind
+	Name  string        // lock name
+	Token uint64        // fencing token, when held
+	Holds int           // hold count, for EventAcquired
+	Wait  time.Duration // time spent waiting, for EventAcquired; the lease, for EventRenewed
+	Err   error         // the cause, for EventRenewFailed and EventLost
+}
+
+// observer turns engine events into Events for the handler and the log.
+func (c *clientConfig) observer() func(engine.Event) {
+	handler, logger := c.handler, c.logger
+	if handler == nil && logger == nil {
+		return nil
+	}
+	return func(e engine.Event) {
+		ev := Event{Kind: EventKind(e.Kind), Name: e.Name, Token: e.Token, Holds: e.Holds, Wait: e.Wait, Err: e.Err}
+		if handler != nil {
+			handler(ev)
+		}
+		if logger != nil {
+			logEvent(logger, ev)
+		}
+	}
+}
+
+func logEvent(l *slog.Logger, ev Event) {
+	level := slog.LevelDebug
+	if ev.Kind == EventLost || ev.Kind == EventRenewFailed {
+		level = slog.LevelWarn
+	}
+	ctx := context.Background()
+	if !l.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("lock", ev.Name), slog.String("event", ev.Kind.String())}
+	if ev.Token != 0 {
+		attrs = append(attrs, slog.Uint64("token", ev.Token))
+	}
+	if ev.Err != nil {
+		attrs = append(attrs, slog.String("err", ev.Err.Error()))
+	}
+	l.LogAttrs(ctx, level, "distlock: "+ev.Kind.String(), attrs...)
+}

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// A Backend stores locks. The engine drives it: it decides when to try,
+// wait, renew and give up; the backend makes each of those one atomic step
+// on its store and delivers release notifications.
+//
+// Every method must be safe for concurrent use. Errors that come from the
+// store must wrap ErrBackend.
+type Backend interface {
+	// Acquire makes one attempt to take the lock for r.Owner, or to add
+	// hold r.Hold to it if r.Owner holds it already. It is idempotent:
+	// repeating a request that succeeded changes nothing.
+	Acquire(ctx context.Context, r Request) (Grant, error)
+
+	// Release removes hold r.Hold of r.Owner and frees the lock, notifying
+	// waiters, when no hold is left; r.Hold 0 removes every hold of the
+	// owner at once. It is idempotent.
+	Release(ctx context.Context, r Request) (Release, error)
+
+	// Renew sets the lease of every lock in rs that is still owned by its
+	// r.Owner to r.Lease, in as few round trips as the store allows. It
+	// reports, per request, whether the lock was still owned; a lock that
+	// is not is left untouched.
+	Renew(ctx context.Context, rs []Request) ([]bool, error)
+
+	// Watch delivers release notifications for the named lock to wake until
+	// the returned stop is called. It returns once notifications are flowing,
+	// so a release that happens after Watch returns is never missed. wake is
+	// also called when notifications may have been lost (a reconnection).
+	// wake must not block.
+	Watch(ctx context.Context, name string, wake func()) (stop func(), err error)
+}
+
+// A Request names one hold of one lock.
+type Request struct {
+	Name  string        // lock name, already validated
+	Owner string        // owner id, unique per acquisition
+	Hold  uint64        // hold id, unique within the owner
+	Lease time.Duration // lease to set (Acquire of a free lock, Renew)
+	// Reenter makes Acquire only add a hold to a lock the owner already
+	// holds, never take a free one.
+	Reenter bool
+}
+
+// A Grant is the outcome of one Acquire attempt.
+type Grant struct {
+	Acquired bool
+	Token    uint64        // fencing token of the owner's hold, when Acquired
+	Holds    int           // the owner's hold count, when Acquired
+	TTL      time.Duration // the holder's remaining lease when not Acquired; < 0 when unknown or unbounded
+}
+
+// Release is the outcome of a Release.
+type Release int
+
+const (
+	// Freed: that was the last hold; the lock is free and waiters were told.
+	Freed Release = iota
+	// Remaining: the hold was removed; the owner has other holds.
+	Remaining
+	// NotOwner: the owner does not hold the lock (expired or taken over).
+	NotOwner
+	// AlreadyReleased: the owner holds the lock but not this hold: an
+	// earlier attempt of the same release already removed it.
+	AlreadyReleased
+)

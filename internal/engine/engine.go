@@ -1,0 +1,351 @@
+// Package engine is the backend-independent core of distlock: it waits for
+// locks (push wake-ups with a lease-bounded fallback), keeps held leases
+// alive in batches, cancels lease contexts before a lease can run out on the
+// server, and hands re-entrant acquisitions to the hold that a context
+// carries. Backends (Redis today) implement the Backend interface.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Spec describes how to acquire one lock.
+type Spec struct {
+	Name  string
+	Lease time.Duration
+	Renew bool // the watchdog renews the lease while held
+}
+
+// Engine acquires, waits for, renews and releases locks on one Backend.
+type Engine struct {
+	b       Backend
+	observe func(Event)
+	epoch   time.Time
+	owners  string // random prefix of every owner id of this engine
+	seq     atomic.Uint64
+	renew   *renewer
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // background work: watches, renewals, clean-ups
+
+	mu     sync.Mutex
+	queues map[string]*queue
+	closed bool
+}
+
+// New returns an engine on b. observe, if not nil, is called synchronously
+// for every event and must not block.
+func New(b Backend, observe func(Event)) *Engine {
+	var id [16]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
+	e := &Engine{
+		b:       b,
+		observe: observe,
+		epoch:   time.Now(),
+		owners:  hex.EncodeToString(id[:]) + ":",
+		queues:  map[string]*queue{},
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.renew = newRenewer(e)
+	return e
+}
+
+// now is the monotonic time since the engine started.
+func (e *Engine) now() time.Duration { return time.Since(e.epoch) }
+
+func (e *Engine) emit(ev Event) {
+	if e.observe != nil {
+		e.observe(ev)
+	}
+}
+
+// Acquire takes the lock described by s. With wait it blocks until the lock
+// is held or ctx ends; without, it makes one attempt and returns an error
+// wrapping ErrNotAcquired if someone else holds the lock.
+//
+// If ctx carries a lease context of the same lock from this engine, the
+// acquisition re-enters that hold instead.
+func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error) {
+	if e.isClosed() {
+		return nil, ErrClosed
+	}
+	if ctx.Err() != nil {
+		return nil, notAcquired(s.Name, context.Cause(ctx))
+	}
+	if h, ok := ctx.Value(holdKey{e, s.Name}).(*Hold); ok {
+		return e.reenter(ctx, h)
+	}
+	start := time.Now()
+	r := Request{Name: s.Name, Owner: e.owners + strconv.FormatUint(e.seq.Add(1), 36), Hold: 1, Lease: s.Lease}
+
+	l, g, err := e.try(ctx, s, r)
+	if err != nil {
+		return nil, err
+	}
+	if l != nil {
+		e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
+		return l, nil
+	}
+	if !wait {
+		return nil, fmt.Errorf("%w: lock %q is held by another owner (lease %v left)", ErrNotAcquired, s.Name, g.TTL)
+	}
+
+	q, err := e.join(ctx, s.Name)
+	if err != nil {
+		return nil, notAcquired(s.Name, err)
+	}
+	defer e.leave(q)
+	e.emit(Event{Kind: Waiting, Name: s.Name})
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		// Watching started before this attempt, so a release after it
+		// cannot go unnoticed.
+		l, g, err := e.try(ctx, s, r)
+		if err != nil {
+			return nil, err
+		}
+		if l != nil {
+			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
+			return l, nil
+		}
+		// A lost notification costs at most the holder's remaining lease.
+		timer.Reset(pollDelay(g.TTL))
+		select {
+		case <-q.wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, notAcquired(s.Name, context.Cause(ctx))
+		case <-e.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+}
+
+// try makes one attempt and turns a grant into a Lease.
+func (e *Engine) try(ctx context.Context, s Spec, r Request) (*Lease, Grant, error) {
+	g, sent, err := e.attempt(ctx, r)
+	if err != nil || !g.Acquired {
+		return nil, g, err
+	}
+	h := &Hold{e: e, name: s.Name, owner: r.Owner, token: g.Token, renew: s.Renew, lease: s.Lease, index: -1}
+	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	h.ctx, h.cancel = context.WithValue(base, holdKey{e, s.Name}, h), cancel
+	h.lastHold.Store(1)
+	if !e.renew.add(h, sent) {
+		e.cleanup(r)
+		cancel(ErrClosed)
+		return nil, g, ErrClosed
+	}
+	if e.now() >= h.deadline {
+		// The reply came too late to be of use: the lease is (nearly) over.
+		e.lose(h, fmt.Errorf("%w: the acquisition reply came after the lease deadline", ErrLockLost), true)
+		return nil, Grant{TTL: 0}, nil
+	}
+	return h.newLease(1), g, nil
+}
+
+// attempt sends one Acquire. The request itself is never cancelled: if ctx
+// ends first, attempt returns at once and a background task waits for the
+// reply and releases whatever the request may have taken, so a cancelled
+// acquisition leaves no lock behind. The same clean-up follows a backend
+// error, after which the request may or may not have been applied.
+func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, error) {
+	type result struct {
+		g   Grant
+		err error
+	}
+	sent := e.now()
+	done := make(chan result, 1)
+	go func() {
+		g, err := e.b.Acquire(context.WithoutCancel(ctx), r)
+		done <- result{g, err}
+	}()
+	select {
+	case res := <-done:
+		if res.err != nil {
+			e.cleanup(r)
+			return Grant{}, sent, fmt.Errorf("lock %q: %w", r.Name, res.err)
+		}
+		return res.g, sent, nil
+	case <-ctx.Done():
+		e.bg.Add(1)
+		go func() {
+			defer e.bg.Done()
+			if res := <-done; res.err != nil || res.g.Acquired {
+				e.cleanup(r)
+			}
+		}()
+		return Grant{}, sent, notAcquired(r.Name, context.Cause(ctx))
+	}
+}
+
+// cleanup releases, in the background, a hold that an interrupted or
+// failed request may have taken. It keeps trying for one lease; after that
+// the lease has run out anyway.
+func (e *Engine) cleanup(r Request) {
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
+		defer cancel()
+		delay := 10 * time.Millisecond
+		for {
+			if _, err := e.b.Release(ctx, r); err == nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+				delay = min(2*delay, time.Second)
+			}
+		}
+	}()
+}
+
+// reenter adds a lease to the hold h.
+func (e *Engine) reenter(ctx context.Context, h *Hold) (*Lease, error) {
+	if err := h.lostErr(); err != nil {
+		return nil, err
+	}
+	id := h.lastHold.Add(1)
+	r := Request{Name: h.name, Owner: h.owner, Hold: id, Lease: h.lease, Reenter: true}
+	g, _, err := e.attempt(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if !g.Acquired {
+		e.lose(h, fmt.Errorf("%w: re-entry found it no longer held by this owner", ErrLockLost), false)
+		return nil, h.lostErr()
+	}
+	e.emit(Event{Kind: Acquired, Name: h.name, Token: h.token, Holds: g.Holds})
+	return h.newLease(id), nil
+}
+
+// release removes hold id of h, retrying a failed attempt while ctx lasts.
+// A ctx that has already ended still gets one attempt, bounded by
+// releaseTimeout, so that a deferred Unlock releases even after the work's
+// context has expired.
+func (e *Engine) release(ctx context.Context, h *Hold, id uint64) error {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+	}
+	r := Request{Name: h.name, Owner: h.owner, Hold: id}
+	var err error
+	var res Release
+	retried := false
+	for try := 0; try < releaseTries; try++ {
+		if res, err = e.b.Release(ctx, r); err == nil {
+			break
+		}
+		retried = true
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		// The lock will expire by itself: stop renewing it.
+		if e.renew.remove(h) {
+			h.cancel(fmt.Errorf("%w: release failed: %w", ErrLockLost, err))
+		}
+		return fmt.Errorf("lock %q: release failed, it expires with its lease: %w", h.name, err)
+	}
+	if res == NotOwner && retried && h.ctx.Err() == nil {
+		// An earlier attempt that seemed to fail freed it: the lease was
+		// valid all along, so no one else can have taken it.
+		res = Freed
+	}
+	switch res {
+	case Freed:
+		if e.renew.remove(h) {
+			h.cancel(nil)
+			e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
+		}
+	case NotOwner:
+		e.lose(h, fmt.Errorf("%w: it was no longer held by this owner at release", ErrLockLost), false)
+		return h.lostErr()
+	}
+	return nil
+}
+
+// lose ends h because the lock was lost, cancelling its lease contexts
+// with cause. With stale, the lock may still be ours on the server (a
+// deadline passed without confirmation), so it is released in the background
+// to let waiters in sooner.
+func (e *Engine) lose(h *Hold, cause error, stale bool) {
+	e.renew.remove(h)
+	if h.ctx.Err() != nil {
+		return
+	}
+	h.cancel(cause)
+	e.emit(Event{Kind: Lost, Name: h.name, Token: h.token, Err: cause})
+	if stale {
+		e.cleanup(Request{Name: h.name, Owner: h.owner, Hold: 0, Lease: h.lease})
+	}
+}
+
+// Close stops renewals, releases every hold, ends waits with ErrClosed and
+// waits for background work. Releases are bounded by ctx.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+
+	holds := e.renew.stop()
+	var wg sync.WaitGroup
+	for _, h := range holds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = e.b.Release(ctx, Request{Name: h.name, Owner: h.owner, Hold: 0})
+			h.cancel(ErrClosed)
+		}()
+	}
+	wg.Wait()
+	e.cancel()
+	e.bg.Wait()
+	return nil
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+func notAcquired(name string, cause error) error {
+	return fmt.Errorf("%w: lock %q: %w", ErrNotAcquired, name, cause)
+}
+
+// pollDelay is how long a waiter sleeps without a notification: the
+// holder's remaining lease, or a short poll when the lease is unknown.
+func pollDelay(ttl time.Duration) time.Duration {
+	switch {
+	case ttl < 0:
+		return unboundedPoll
+	case ttl < time.Millisecond:
+		return time.Millisecond
+	}
+	return ttl
+}
+
+const (
+	releaseTries   = 3
+	releaseTimeout = 5 * time.Second
+	unboundedPoll  = time.Second
+)

@@ -1,0 +1,269 @@
+// Package redisbackend stores distlock locks in Redis: one Lua script per
+// atomic step (acquire, release, renew, inspect, force-unlock) and pub/sub
+// release notifications. It works with standalone, Sentinel and Cluster
+// clients; on Cluster it publishes with SPUBLISH and batches renewals per
+// slot.
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/redis/go-redis/v9"
+)
+
+// renewChunk is how many locks one renew script covers.
+const renewChunk = 256
+
+// Config configures a Backend.
+type Config struct {
+	Keys Keys
+	// FenceRetention is how long a fencing counter outlives the last
+	// acquisition of its lock.
+	FenceRetention time.Duration
+	// Host and PID describe this process in the lock state.
+	Host string
+	PID  int
+}
+
+// Backend implements engine.Backend on a go-redis client.
+type Backend struct {
+	rdb     redis.UniversalClient
+	cfg     Config
+	pid     string
+	sharded bool // Redis Cluster: sharded pub/sub, renewals grouped by slot
+	notify  *notifier
+
+	checkMu sync.Mutex
+	checked atomic.Bool
+}
+
+// New returns a Backend on rdb. It does not talk to Redis until it is used.
+func New(rdb redis.UniversalClient, cfg Config) *Backend {
+	_, sharded := rdb.(*redis.ClusterClient)
+	b := &Backend{rdb: rdb, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded}
+	b.notify = newNotifier(rdb, sharded)
+	return b
+}
+
+// Close stops notifications. It does not close the go-redis client, which
+// belongs to the caller.
+func (b *Backend) Close() error { return b.notify.close() }
+
+func (b *Backend) publishMode() string {
+	if b.sharded {
+		return "s"
+	}
+	return "p"
+}
+
+// Acquire implements engine.Backend.
+func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, error) {
+	if err := b.checkServer(ctx); err != nil {
+		return engine.Grant{}, err
+	}
+	k := b.cfg.Keys
+	res, err := acquireScript.Run(ctx, b.rdb,
+		[]string{k.Lock(r.Name), k.Fence(r.Name)},
+		r.Owner, r.Hold, r.Lease.Milliseconds(), b.cfg.FenceRetention.Milliseconds(),
+		b.cfg.Host, b.pid, reenterFlag(r.Reenter)).Slice()
+	if err != nil {
+		return engine.Grant{}, backendErr(err)
+	}
+	if len(res) < 2 {
+		return engine.Grant{}, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
+	}
+	if n, _ := res[0].(int64); n == 0 {
+		ttl, _ := res[1].(int64)
+		if ttl < 0 {
+			return engine.Grant{TTL: -1}, nil
+		}
+		return engine.Grant{TTL: time.Duration(ttl) * time.Millisecond}, nil
+	}
+	tok, err := strconv.ParseUint(fmt.Sprint(res[1]), 10, 64)
+	if err != nil || len(res) < 3 {
+		return engine.Grant{}, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
+	}
+	holds, _ := res[2].(int64)
+	return engine.Grant{Acquired: true, Token: tok, Holds: int(holds)}, nil
+}
+
+// Release implements engine.Backend.
+func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
+	k := b.cfg.Keys
+	n, err := releaseScript.Run(ctx, b.rdb, []string{k.Lock(r.Name)},
+		r.Owner, r.Hold, k.Channel(r.Name), b.publishMode()).Int64()
+	if err != nil {
+		return 0, backendErr(err)
+	}
+	switch n {
+	case 1:
+		return engine.Freed, nil
+	case 2:
+		return engine.Remaining, nil
+	case -1:
+		return engine.AlreadyReleased, nil
+	default:
+		return engine.NotOwner, nil
+	}
+}
+
+// Renew implements engine.Backend. All chunks go out in one pipeline: one
+// round trip per Redis node, whatever the number of locks.
+func (b *Backend) Renew(ctx context.Context, rs []engine.Request) ([]bool, error) {
+	type chunk struct {
+		idx  []int // positions in rs
+		keys []string
+		args []any
+		cmd  *redis.Cmd
+	}
+	var chunks []*chunk
+	open := map[int]*chunk{} // slot (or 0) -> chunk being filled
+	for i, r := range rs {
+		slot := 0
+		if b.sharded {
+			slot = Slot(r.Name)
+		}
+		c := open[slot]
+		if c == nil || len(c.idx) == renewChunk {
+			c = &chunk{}
+			open[slot] = c
+			chunks = append(chunks, c)
+		}
+		c.idx = append(c.idx, i)
+		c.keys = append(c.keys, b.cfg.Keys.Lock(r.Name))
+		c.args = append(c.args, r.Owner, r.Lease.Milliseconds())
+	}
+	run := func(eval func(redis.Pipeliner, *chunk) *redis.Cmd, which []*chunk) error {
+		pipe := b.rdb.Pipeline()
+		for _, c := range which {
+			c.cmd = eval(pipe, c)
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	err := run(func(p redis.Pipeliner, c *chunk) *redis.Cmd {
+		return renewScript.EvalSha(ctx, p, c.keys, c.args...)
+	}, chunks)
+	if err != nil {
+		// Scripts flushed or never loaded: send the failed chunks in full.
+		var again []*chunk
+		for _, c := range chunks {
+			if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+				again = append(again, c)
+			}
+		}
+		if len(again) > 0 {
+			_ = run(func(p redis.Pipeliner, c *chunk) *redis.Cmd {
+				return renewScript.Eval(ctx, p, c.keys, c.args...)
+			}, again)
+		}
+	}
+	owned := make([]bool, len(rs))
+	for _, c := range chunks {
+		vals, err := c.cmd.Int64Slice()
+		if err != nil {
+			return nil, backendErr(err)
+		}
+		for j, v := range vals {
+			if j < len(c.idx) {
+				owned[c.idx[j]] = v == 1
+			}
+		}
+	}
+	return owned, nil
+}
+
+// Watch implements engine.Backend.
+func (b *Backend) Watch(ctx context.Context, name string, wake func()) (func(), error) {
+	return b.notify.watch(ctx, b.cfg.Keys.Channel(name), wake)
+}
+
+// State is what Inspect reports about one lock.
+type State struct {
+	Locked    bool
+	Owner     string
+	Token     uint64
+	Holds     int
+	Host      string
+	PID       int
+	Since     time.Time
+	TTL       time.Duration // < 0: no expiry
+	LastToken uint64        // last fencing token issued; 0 when its counter expired
+	Watchers  int           // connections subscribed to the lock's release channel
+}
+
+// Inspect reads the state of the named lock.
+func (b *Backend) Inspect(ctx context.Context, name string) (State, error) {
+	k := b.cfg.Keys
+	res, err := inspectScript.Run(ctx, b.rdb, []string{k.Lock(name), k.Fence(name)}).Slice()
+	if err != nil {
+		return State{}, backendErr(err)
+	}
+	if len(res) < 8 {
+		return State{}, fmt.Errorf("%w: inspect: unexpected reply %v", engine.ErrBackend, res)
+	}
+	str := func(i int) string { s, _ := res[i].(string); return s }
+	num := func(i int) int64 { n, _ := strconv.ParseInt(str(i), 10, 64); return n }
+	var st State
+	if owner := str(0); owner != "" {
+		st.Locked = true
+		st.Owner = owner
+		st.Token = uint64(num(1))
+		st.Holds = int(num(2))
+		st.Host = str(3)
+		st.PID = int(num(4))
+		st.Since = time.UnixMilli(num(5))
+		ttl, _ := res[6].(int64)
+		st.TTL = time.Duration(ttl) * time.Millisecond
+	}
+	st.LastToken = uint64(num(7))
+	st.Watchers, err = b.watchers(ctx, k.Channel(name))
+	return st, err
+}
+
+func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
+	var m map[string]int64
+	var err error
+	if b.sharded {
+		m, err = b.rdb.PubSubShardNumSub(ctx, channel).Result()
+	} else {
+		m, err = b.rdb.PubSubNumSub(ctx, channel).Result()
+	}
+	if err != nil {
+		return 0, backendErr(err)
+	}
+	return int(m[channel]), nil
+}
+
+// ForceUnlock deletes the named lock whoever holds it and notifies waiters.
+// It reports whether there was a lock to delete.
+func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
+	k := b.cfg.Keys
+	n, err := forceUnlockScript.Run(ctx, b.rdb, []string{k.Lock(name)},
+		k.Channel(name), b.publishMode()).Int64()
+	if err != nil {
+		return false, backendErr(err)
+	}
+	return n == 1, nil
+}
+
+func backendErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", engine.ErrBackend, err)
+}
+
+func reenterFlag(reenter bool) string {
+	if reenter {
+		return "1"
+	}
+	return "0"
+}

@@ -1,0 +1,201 @@
+package redisbackend
+
+import (
+	"context"
+	"sync"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier multiplexes the release channels of every watched lock over
+// shared pub/sub connections: one for a standalone or Sentinel client, one
+// per slot with watchers for a Cluster client (sharded pub/sub lives on the
+// slot's node).
+type notifier struct {
+	rdb     redis.UniversalClient
+	sharded bool
+
+	subMu sync.Mutex // orders SUBSCRIBE and UNSUBSCRIBE writes
+
+	mu     sync.Mutex // guards the fields below
+	groups map[int]*group
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type group struct {
+	ps      *redis.PubSub
+	watches map[string]*watch // by channel
+}
+
+type watch struct {
+	wake      func()
+	confirmed chan struct{} // closed by the first subscribe confirmation
+	isSet     bool
+}
+
+func newNotifier(rdb redis.UniversalClient, sharded bool) *notifier {
+	return &notifier{rdb: rdb, sharded: sharded, groups: map[int]*group{}}
+}
+
+func (n *notifier) groupKey(channel string) int {
+	if n.sharded {
+		return int(crc16(hashTag(channel)) % 16384)
+	}
+	return 0
+}
+
+// watch subscribes to channel and returns once Redis has confirmed it.
+func (n *notifier) watch(ctx context.Context, channel string, wake func()) (func(), error) {
+	w := &watch{wake: wake, confirmed: make(chan struct{})}
+	key := n.groupKey(channel)
+
+	n.subMu.Lock()
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		n.subMu.Unlock()
+		return nil, engine.ErrClosed
+	}
+	g := n.groups[key]
+	if g == nil {
+		g = &group{ps: n.newPubSub(), watches: map[string]*watch{}}
+		n.groups[key] = g
+		n.wg.Add(1)
+		go n.read(g)
+	}
+	if old := g.watches[channel]; old != nil && !old.isSet {
+		// Replaced before its confirmation came: the channel is subscribed
+		// by the time this watch's confirmation arrives, so the old watch
+		// may end too.
+		old.isSet = true
+		close(old.confirmed)
+	}
+	g.watches[channel] = w
+	n.mu.Unlock()
+	err := n.subscribe(ctx, g.ps, channel)
+	n.subMu.Unlock()
+
+	stop := func() { n.unwatch(key, channel, w) }
+	if err != nil {
+		stop()
+		return nil, backendErr(err)
+	}
+	select {
+	case <-w.confirmed:
+		return stop, nil
+	case <-ctx.Done():
+		stop()
+		return nil, context.Cause(ctx)
+	}
+}
+
+func (n *notifier) unwatch(key int, channel string, w *watch) {
+	n.subMu.Lock()
+	defer n.subMu.Unlock()
+	n.mu.Lock()
+	g := n.groups[key]
+	if g == nil || g.watches[channel] != w {
+		n.mu.Unlock()
+		return
+	}
+	delete(g.watches, channel)
+	drop := n.sharded && len(g.watches) == 0
+	if drop {
+		delete(n.groups, key)
+	}
+	n.mu.Unlock()
+	if drop {
+		_ = g.ps.Close()
+		return
+	}
+	ctx := context.Background()
+	if n.sharded {
+		_ = g.ps.SUnsubscribe(ctx, channel)
+	} else {
+		_ = g.ps.Unsubscribe(ctx, channel)
+	}
+}
+
+func (n *notifier) newPubSub() *redis.PubSub {
+	ctx := context.Background()
+	if cc, ok := n.rdb.(*redis.ClusterClient); ok {
+		return cc.SSubscribe(ctx)
+	}
+	return n.rdb.Subscribe(ctx)
+}
+
+func (n *notifier) subscribe(ctx context.Context, ps *redis.PubSub, channel string) error {
+	if n.sharded {
+		return ps.SSubscribe(ctx, channel)
+	}
+	return ps.Subscribe(ctx, channel)
+}
+
+// read dispatches one connection's messages until it is closed. A
+// subscription confirmed a second time means go-redis reconnected and
+// subscribed again: releases may have been missed, so the watcher is woken.
+func (n *notifier) read(g *group) {
+	defer n.wg.Done()
+	for m := range g.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
+		var channel string
+		var isConfirm bool
+		switch m := m.(type) {
+		case *redis.Message:
+			channel = m.Channel
+		case *redis.Subscription:
+			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
+				continue
+			}
+			channel, isConfirm = m.Channel, true
+		default:
+			continue
+		}
+		n.mu.Lock()
+		w := g.watches[channel]
+		if w != nil && isConfirm && !w.isSet {
+			w.isSet = true
+			close(w.confirmed)
+			w = nil
+		}
+		n.mu.Unlock()
+		if w != nil {
+			w.wake()
+		}
+	}
+}
+
+// close ends every subscription and waits for the readers to stop.
+func (n *notifier) close() error {
+	n.subMu.Lock()
+	n.mu.Lock()
+	n.closed = true
+	groups := n.groups
+	n.groups = map[int]*group{}
+	n.mu.Unlock()
+	n.subMu.Unlock()
+	for _, g := range groups {
+		_ = g.ps.Close()
+	}
+	n.wg.Wait()
+	return nil
+}
+
+// hashTag returns the part of key that Redis Cluster hashes.
+func hashTag(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			for j := i + 1; j < len(key); j++ {
+				if key[j] == '}' {
+					if j > i+1 {
+						return key[i+1 : j]
+					}
+					return key
+				}
+			}
+			return key
+		}
+	}
+	return key
+}

@@ -1,0 +1,34 @@
+-- release.lua: remove one hold; when it was the last, delete the lock and
+-- tell waiters.
+--
+-- KEYS[1]  the lock hash
+-- ARGV[1]  owner id
+-- ARGV[2]  hold id, or '0' for every hold of the owner
+-- ARGV[3]  release channel
+-- ARGV[4]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
+--
+-- Returns
+--   1   the lock is free now (waiters were notified)
+--   2   the hold was removed, other holds of the owner remain
+--   0   the lock is not held by this owner (expired, or taken over)
+--  -1   the owner holds the lock but not this hold: it was already released
+--       (a retried release), nothing changed
+
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
+  return 0
+end
+if ARGV[2] ~= '0' then
+  if redis.call('HDEL', KEYS[1], 'h:' .. ARGV[2]) == 0 then
+    return -1
+  end
+  if redis.call('HINCRBY', KEYS[1], 'holds', -1) > 0 then
+    return 2
+  end
+end
+redis.call('DEL', KEYS[1])
+if ARGV[4] == 's' then
+  redis.call('SPUBLISH', ARGV[3], '1')
+else
+  redis.call('PUBLISH', ARGV[3], '1')
+end
+return 1

@@ -1,0 +1,119 @@
+package distlock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Bounds of lease lengths.
+const (
+	MinTTL = 50 * time.Millisecond
+	MaxTTL = 7 * 24 * time.Hour
+)
+
+// Defaults.
+const (
+	DefaultPrefix         = "distlock:"
+	DefaultTTL            = 30 * time.Second
+	DefaultFenceRetention = time.Hour
+)
+
+// An Option configures a Client.
+type Option func(*clientConfig)
+
+type clientConfig struct {
+	prefix         string
+	fenceRetention time.Duration
+	logger         *slog.Logger
+	handler        func(Event)
+	err            error
+}
+
+func (c *clientConfig) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WithPrefix sets the prefix of every Redis key and channel the client
+// uses. The default is "distlock:". Clients that share locks must use the
+// same prefix.
+func WithPrefix(prefix string) Option {
+	return func(c *clientConfig) {
+		if err := validatePrefix(prefix); err != nil {
+			c.fail(err)
+		}
+		c.prefix = prefix
+	}
+}
+
+// WithFenceRetention sets how long a lock's fencing counter outlives the
+// last acquisition of the lock (default one hour, at least one second).
+// Within that time tokens increase even if the Redis server's clock steps
+// back by less than it; after it, the counter key is gone and tokens rest on
+// the server clock alone. See the package documentation.
+func WithFenceRetention(d time.Duration) Option {
+	return func(c *clientConfig) {
+		if d < time.Second || d > 365*24*time.Hour {
+			c.fail(fmt.Errorf("%w: fence retention %v outside [1s, 365d]", ErrInvalidOption, d))
+		}
+		c.fenceRetention = d
+	}
+}
+
+// WithLogger sets where the built-in event log goes: lost locks and failed
+// renewals at Warn, everything else at Debug. The default is slog.Default();
+// nil turns logging off. Owner ids are never logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *clientConfig) { c.logger = l }
+}
+
+// WithEventHandler calls fn for every event (acquire, wait, renew, renew
+// failure, loss, release), for metrics or tracing. fn runs synchronously on
+// the engine's goroutines and must not block.
+func WithEventHandler(fn func(Event)) Option {
+	return func(c *clientConfig) { c.handler = fn }
+}
+
+// A MutexOption configures a Mutex.
+type MutexOption func(*mutexConfig)
+
+type mutexConfig struct {
+	ttl   time.Duration
+	renew bool
+	err   error
+}
+
+// WithTTL sets the lease length (default 30 s, between MinTTL and MaxTTL).
+// While the lock is held, the watchdog renews the lease every TTL/6 to TTL/3;
+// if the holder dies, the lock is free at most TTL later.
+func WithTTL(d time.Duration) MutexOption {
+	return func(m *mutexConfig) {
+		m.ttl, m.renew = d, true
+		m.check(d)
+	}
+}
+
+// WithFixedLease sets a lease of d that is never renewed (Redisson's
+// leaseTime): the lock is released after d at the latest, and the lease
+// context is cancelled shortly before. Lease.Extend can still lengthen it.
+func WithFixedLease(d time.Duration) MutexOption {
+	return func(m *mutexConfig) {
+		m.ttl, m.renew = d, false
+		m.check(d)
+	}
+}
+
+func (m *mutexConfig) check(d time.Duration) {
+	if err := checkTTL(d); err != nil && m.err == nil {
+		m.err = err
+	}
+}
+
+func checkTTL(d time.Duration) error {
+	if d < MinTTL || d > MaxTTL {
+		return fmt.Errorf("%w: lease %v outside [%v, %v]", ErrInvalidOption, d, MinTTL, MaxTTL)
+	}
+	return nil
+}

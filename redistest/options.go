@@ -1,0 +1,29 @@
+package redistest
+
+// An Option configures a server started by [StartServer] or [Start].
+type Option func(*config)
+
+type config struct {
+	args     []string
+	password string
+
+	// pickPort returns a candidate port; nil means freePort.
+	// Tests use it to simulate port collisions.
+	pickPort func() (int, error)
+}
+
+// WithArgs appends extra command-line arguments for redis-server, for example
+// WithArgs("--maxmemory", "1mb"). They come after the arguments this package
+// sets, so for most settings they take precedence; do not override --port,
+// --bind, --dir, --logfile or --daemonize, which the package relies on.
+// Arguments are kept across [Server.Restart].
+func WithArgs(args ...string) Option {
+	return func(c *config) { c.args = append(c.args, args...) }
+}
+
+// WithPassword starts the server with --requirepass pw. The password is used
+// by [Server.Options], [Server.Client] and [Server.URL], and by the package's
+// own readiness checks.
+func WithPassword(pw string) Option {
+	return func(c *config) { c.password = pw }
+}

@@ -1,0 +1,27 @@
+//go:build linux
+
+package redistest
+
+import (
+	"os"
+	"syscall"
+)
+
+// sysProcAttr puts the server in its own process group, so that signals sent
+// to the test's process group (such as ^C) do not reach it directly, and asks
+// the kernel to SIGKILL it when the thread that started it exits, so that a
+// crashed or killed test binary does not leave servers behind.
+//
+// The kernel sends the parent-death signal when the OS thread that forked
+// the server exits, not only when the whole process does. Go only ends a
+// thread when a goroutine locked to it with runtime.LockOSThread returns
+// without unlocking, so servers must not be started from such goroutines.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+var (
+	sigTerm os.Signal = syscall.SIGTERM
+	sigStop os.Signal = syscall.SIGSTOP
+	sigCont os.Signal = syscall.SIGCONT
+)
