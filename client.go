@@ -79,3 +79,15 @@ func (c *Client) Mutex(name string, opts ...MutexOption) *Mutex {
 	}
 	return m
 }
+
+// List returns, sorted, the names of the locks that are held now and match
+// the glob pattern ("*" for all), using SCAN (never KEYS) on every master.
+func (c *Client) List(ctx context.Context, pattern string) ([]string, error) {
+	if c.cfg.err != nil {
+		return nil, c.cfg.err
+	}
+	if pattern == "" {
+		pattern = "*"
+	}
+	return c.backend.List(ctx, pattern)
+}

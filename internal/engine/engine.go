@@ -189,8 +189,9 @@ func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, 
 }
 
 // cleanup releases, in the background, a hold that an interrupted or
-// failed request may have taken. It keeps trying for one lease; after that
-// the lease has run out anyway.
+// failed request may have taken. It keeps trying for one lease (after that
+// the lease has run out anyway), or until the engine is closed: an attempt
+// under way then still completes, but none follows.
 func (e *Engine) cleanup(r Request) {
 	e.bg.Add(1)
 	go func() {
@@ -204,6 +205,8 @@ func (e *Engine) cleanup(r Request) {
 			}
 			select {
 			case <-ctx.Done():
+				return
+			case <-e.ctx.Done():
 				return
 			case <-time.After(delay):
 				delay = min(2*delay, time.Second)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -266,4 +267,53 @@ func reenterFlag(reenter bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// List returns the names of the locks that exist now and match the glob
+// pattern (SCAN, never KEYS; every master of a cluster).
+func (b *Backend) List(ctx context.Context, pattern string) ([]string, error) {
+	prefix := b.cfg.Keys.Lock("")
+	prefix = prefix[:len(prefix)-2] // without "{}"
+	match := escapeGlob(prefix) + "{" + pattern + "}"
+	seen := map[string]bool{}
+	var mu sync.Mutex
+	scan := func(ctx context.Context, c redis.UniversalClient) error {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			name := key[len(prefix)+1 : len(key)-1]
+			mu.Lock()
+			seen[name] = true
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, b.rdb)
+	}
+	if err != nil {
+		return nil, backendErr(err)
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// escapeGlob quotes the characters that SCAN MATCH treats as a pattern.
+func escapeGlob(s string) string {
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			out = append(out, '\\')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
 }

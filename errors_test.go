@@ -1,0 +1,177 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Bad input gets a typed error, never a panic, and touches nothing.
+func TestBadInput(t *testing.T) {
+	srv := redistest.Start(t)
+	c, rdb := newClient(t, srv)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		name string
+		m    *distlock.Mutex
+		want error
+	}{
+		{"empty name", c.Mutex(""), distlock.ErrInvalidName},
+		{"brace", c.Mutex("a{b}"), distlock.ErrInvalidName},
+		{"closing brace", c.Mutex("}x"), distlock.ErrInvalidName},
+		{"control character", c.Mutex("a\nb"), distlock.ErrInvalidName},
+		{"not UTF-8", c.Mutex("a\xffb"), distlock.ErrInvalidName},
+		{"too long", c.Mutex(strings.Repeat("x", distlock.MaxNameLen+1)), distlock.ErrInvalidName},
+		{"zero TTL", c.Mutex("a", distlock.WithTTL(0)), distlock.ErrInvalidOption},
+		{"negative TTL", c.Mutex("a", distlock.WithTTL(-time.Second)), distlock.ErrInvalidOption},
+		{"tiny TTL", c.Mutex("a", distlock.WithTTL(time.Millisecond)), distlock.ErrInvalidOption},
+		{"huge TTL", c.Mutex("a", distlock.WithTTL(100*365*24*time.Hour)), distlock.ErrInvalidOption},
+		{"huge fixed lease", c.Mutex("a", distlock.WithFixedLease(time.Duration(1<<62))), distlock.ErrInvalidOption},
+		{"bad TTL, then good", c.Mutex("a", distlock.WithTTL(0), distlock.WithTTL(time.Second)), distlock.ErrInvalidOption},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.m.Lock(ctx); !errors.Is(err, tc.want) {
+				t.Errorf("Lock: %v, want %v", err, tc.want)
+			}
+			if _, err := tc.m.TryLock(ctx); !errors.Is(err, tc.want) {
+				t.Errorf("TryLock: %v, want %v", err, tc.want)
+			}
+			if _, err := tc.m.Inspect(ctx); !errors.Is(err, tc.want) {
+				t.Errorf("Inspect: %v, want %v", err, tc.want)
+			}
+			if _, err := tc.m.ForceUnlock(ctx); !errors.Is(err, tc.want) {
+				t.Errorf("ForceUnlock: %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if n := rdb.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("bad input wrote %d keys", n)
+	}
+}
+
+func TestBadClientOptions(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := testCtx(t)
+	for _, opt := range []distlock.Option{
+		distlock.WithPrefix("a{b"),
+		distlock.WithPrefix("x\x00"),
+		distlock.WithFenceRetention(0),
+		distlock.WithFenceRetention(time.Millisecond),
+	} {
+		c, _ := newClient(t, srv, opt)
+		if _, err := c.Mutex("fine").Lock(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("Lock with a bad client option: %v, want ErrInvalidOption", err)
+		}
+		if _, err := c.List(ctx, "*"); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("List with a bad client option: %v, want ErrInvalidOption", err)
+		}
+	}
+}
+
+// A context that has already ended gets an error wrapping both
+// ErrNotAcquired and the context's error, without a round trip.
+func TestEndedContext(t *testing.T) {
+	srv := redistest.Start(t)
+	c, rdb := newClient(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rdb.ConfigResetStat(t.Context())
+	for _, lock := range []func(context.Context) (*distlock.Lease, error){c.Mutex("x").Lock, c.Mutex("x").TryLock} {
+		if _, err := lock(ctx); !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock with a cancelled context: %v", err)
+		}
+	}
+	dctx, dcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer dcancel()
+	if _, err := c.Mutex("x").Lock(dctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock past its deadline: %v", err)
+	}
+	if scripts := scriptCalls(t, rdb); scripts != 0 {
+		t.Fatalf("%d scripts ran for ended contexts", scripts)
+	}
+}
+
+// A Redis that is down gives ErrBackend, distinguishable from contention.
+func TestRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	opt := srv.Options()
+	opt.MaxRetries = -1
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	c := distlock.New(rdb, distlock.WithLogger(nil))
+	defer c.Close()
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for _, lock := range []func(context.Context) (*distlock.Lease, error){c.Mutex("x").Lock, c.Mutex("x").TryLock} {
+		_, err := lock(ctx)
+		if !errors.Is(err, distlock.ErrBackend) || errors.Is(err, distlock.ErrNotAcquired) {
+			t.Fatalf("Lock with Redis down: %v, want ErrBackend only", err)
+		}
+	}
+	if _, err := c.Mutex("x").Inspect(ctx); !errors.Is(err, distlock.ErrBackend) {
+		t.Fatalf("Inspect with Redis down: %v", err)
+	}
+}
+
+// A closed client refuses work with ErrClosed, and Close released its locks
+// and ended its waiters.
+func TestClosedClient(t *testing.T) {
+	srv := redistest.Start(t)
+	c := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+	other, rdb := newClient(t, srv)
+	ctx := testCtx(t)
+	l, err := c.Mutex("closing").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := other.Mutex("held").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	waiting := make(chan error, 1)
+	ev := make(chan struct{})
+	w := distlock.New(srv.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+		if e.Kind == distlock.EventWaiting {
+			close(ev)
+		}
+	}))
+	go func() {
+		_, err := w.Mutex("held").Lock(ctx)
+		waiting <- err
+	}()
+	<-ev
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiting; !errors.Is(err, distlock.ErrClosed) {
+		t.Fatalf("waiter after Close: %v, want ErrClosed", err)
+	}
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrClosed) {
+		t.Fatalf("lease context after Close: %v, want ErrClosed", cause)
+	}
+	if rdb.Exists(ctx, "distlock:{closing}").Val() != 0 {
+		t.Fatal("Close left its lock behind")
+	}
+	if _, err := c.Mutex("closing").Lock(ctx); !errors.Is(err, distlock.ErrClosed) {
+		t.Fatalf("Lock after Close: %v, want ErrClosed", err)
+	}
+	if err := l.Unlock(ctx); errors.Is(err, nil) || err == nil {
+		t.Fatal("Unlock after Close succeeded")
+	}
+}

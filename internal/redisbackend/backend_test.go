@@ -1,0 +1,174 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/redistest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newBackend(t *testing.T) *Backend {
+	srv := redistest.Start(t)
+	b := New(srv.Client(t), Config{Keys: Keys{Prefix: "t:"}, FenceRetention: time.Minute, Host: "h", PID: 7})
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// A release retried after its reply was lost never removes a second hold,
+// and never touches another owner's lock.
+func TestReleaseIsIdempotent(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	r1 := engine.Request{Name: "idem", Owner: "o1", Hold: 1, Lease: time.Minute}
+	r2 := r1
+	r2.Hold, r2.Reenter = 2, true
+	for _, r := range []engine.Request{r1, r2, r2} { // the repeated acquire is idempotent too
+		g, err := b.Acquire(ctx, r)
+		if err != nil || !g.Acquired {
+			t.Fatalf("Acquire %+v = %+v, %v", r, g, err)
+		}
+	}
+	st, err := b.Inspect(ctx, "idem")
+	if err != nil || st.Holds != 2 {
+		t.Fatalf("holds after 2 holds (one acquired twice) = %+v, %v", st, err)
+	}
+	for i, want := range []engine.Release{engine.Remaining, engine.AlreadyReleased, engine.AlreadyReleased} {
+		got, err := b.Release(ctx, r2)
+		if err != nil || got != want {
+			t.Fatalf("release %d of hold 2 = %v, %v; want %v", i, got, err, want)
+		}
+	}
+	if st, _ := b.Inspect(ctx, "idem"); !st.Locked || st.Holds != 1 {
+		t.Fatalf("after repeated releases of hold 2: %+v, want 1 hold left", st)
+	}
+	stranger := engine.Request{Name: "idem", Owner: "o2", Hold: 1}
+	if got, err := b.Release(ctx, stranger); err != nil || got != engine.NotOwner {
+		t.Fatalf("release by a stranger = %v, %v; want NotOwner", got, err)
+	}
+	if got, err := b.Release(ctx, r1); err != nil || got != engine.Freed {
+		t.Fatalf("last release = %v, %v; want Freed", got, err)
+	}
+	if got, err := b.Release(ctx, r1); err != nil || got != engine.NotOwner {
+		t.Fatalf("repeated last release = %v, %v; want NotOwner", got, err)
+	}
+}
+
+// Re-entry never takes a free lock: an owner whose lock expired must not
+// get it back under its old token.
+func TestReenterNeverTakesFreeLock(t *testing.T) {
+	b := newBackend(t)
+	g, err := b.Acquire(t.Context(), engine.Request{Name: "re", Owner: "o", Hold: 2, Lease: time.Minute, Reenter: true})
+	if err != nil || g.Acquired {
+		t.Fatalf("re-entry into a free lock = %+v, %v", g, err)
+	}
+	if st, _ := b.Inspect(t.Context(), "re"); st.Locked || st.LastToken != 0 {
+		t.Fatalf("state after a refused re-entry: %+v", st)
+	}
+}
+
+// Renewal reports per lock whether it is still owned and never revives a
+// lock that is gone.
+func TestRenewBatch(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	var reqs []engine.Request
+	for i := 0; i < 600; i++ { // more than two chunks
+		r := engine.Request{Name: "r" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Owner: "o", Hold: 1, Lease: time.Minute}
+		if i%3 != 2 { // every third lock is not held
+			if g, err := b.Acquire(ctx, r); err != nil || !g.Acquired {
+				t.Fatal(g, err)
+			}
+		}
+		reqs = append(reqs, r)
+	}
+	owned, err := b.Renew(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range owned {
+		if ok != (i%3 != 2) {
+			t.Fatalf("lock %d owned = %v", i, ok)
+		}
+	}
+	if n := b.rdb.DBSize(ctx).Val(); n != 2*400 { // lock + fence per held lock
+		t.Fatalf("%d keys after renewal, want 800: a lock was revived", n)
+	}
+}
+
+// A watch is confirmed before it returns; a release published after it is
+// delivered; a stopped watch is unsubscribed.
+func TestWatch(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	woke := make(chan struct{}, 1)
+	stop, err := b.Watch(ctx, "w", func() { woke <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := b.watchers(ctx, b.cfg.Keys.Channel("w")); n != 1 {
+		t.Fatalf("%d subscribers after Watch returned, want 1", n)
+	}
+	r := engine.Request{Name: "w", Owner: "o", Hold: 1, Lease: time.Minute}
+	b.Acquire(ctx, r)
+	b.Release(ctx, r)
+	<-woke
+	stop()
+	stop() // idempotent
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchAfterClose(t *testing.T) {
+	b := newBackend(t)
+	b.Close()
+	if _, err := b.Watch(t.Context(), "w", func() {}); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("Watch after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestWatchCancelled(t *testing.T) {
+	b := newBackend(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := b.Watch(ctx, "w", func() {}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch with a cancelled context = %v", err)
+	}
+}
+
+func TestSlot(t *testing.T) {
+	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
+	if got := crc16("123456789"); got != 0x31C3 {
+		t.Fatalf("crc16 = %#x, want 0x31c3", got)
+	}
+	for key, want := range map[string]string{
+		"a{b}c": "b", "{}x": "{}x", "x{": "x{", "plain": "plain", "p:{user}:fence": "user",
+	} {
+		if got := hashTag(key); got != want {
+			t.Errorf("hashTag(%q) = %q, want %q", key, got, want)
+		}
+	}
+	k := Keys{Prefix: "p:"}
+	for _, key := range []string{k.Lock("n"), k.Fence("n"), k.Channel("n")} {
+		if int(crc16(hashTag(key))%16384) != Slot("n") {
+			t.Errorf("%s is not in the lock's slot", key)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for v, want := range map[string]bool{"7.0.15": true, "6.2.0": true, "6.0.9": false, "5.0.14": false, "10.0.0": true} {
+		if got := atLeast(v, MinVersion); got != want {
+			t.Errorf("atLeast(%s) = %v", v, got)
+		}
+	}
+	if v := serverVersion("# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n"); v != "7.0.15" {
+		t.Errorf("serverVersion = %q", v)
+	}
+}

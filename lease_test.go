@@ -1,0 +1,289 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redistest"
+)
+
+// events collects a client's events for a test.
+type events struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	seen map[distlock.EventKind]int
+}
+
+func newEvents() *events {
+	e := &events{seen: map[distlock.EventKind]int{}}
+	e.cond = sync.NewCond(&e.mu)
+	return e
+}
+
+func (e *events) handle(ev distlock.Event) {
+	e.mu.Lock()
+	e.seen[ev.Kind]++
+	e.cond.Broadcast()
+	e.mu.Unlock()
+}
+
+// await blocks until n events of kind have been seen.
+func (e *events) await(kind distlock.EventKind, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.seen[kind] < n {
+		e.cond.Wait()
+	}
+}
+
+func (e *events) count(kind distlock.EventKind) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seen[kind]
+}
+
+// The watchdog keeps a lock for more than three leases.
+func TestWatchdogKeepsLock(t *testing.T) {
+	srv := redistest.Start(t)
+	ev := newEvents()
+	c, rdb := newClient(t, srv, distlock.WithEventHandler(ev.handle))
+	other, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	const lease = 300 * time.Millisecond
+	l, err := c.Mutex("dog", distlock.WithTTL(lease)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold it, renewal after renewal, until three leases have passed.
+	start := time.Now()
+	for n := 1; time.Since(start) <= 3*lease; n++ {
+		ev.await(distlock.EventRenewed, n)
+	}
+	if l.Context().Err() != nil {
+		t.Fatalf("lease context ended: %v", context.Cause(l.Context()))
+	}
+	if _, err := other.Mutex("dog").TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryLock by another client after 3 leases: %v, want ErrNotAcquired", err)
+	}
+	if ttl := rdb.PTTL(ctx, "distlock:{dog}").Val(); ttl <= 0 || ttl > lease {
+		t.Fatalf("PTTL %v, want within (0, %v]", ttl, lease)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev.count(distlock.EventLost) != 0 {
+		t.Fatal("a Lost event while the lock was renewed")
+	}
+}
+
+// The lease context is cancelled, with ErrLockLost, when the key is deleted
+// or taken over behind the holder's back.
+func TestLeaseContextCancelledOnTakeover(t *testing.T) {
+	for _, how := range []string{"deleted", "overwritten"} {
+		t.Run(how, func(t *testing.T) {
+			srv := redistest.Start(t)
+			ev := newEvents()
+			c, rdb := newClient(t, srv, distlock.WithEventHandler(ev.handle))
+			ctx := testCtx(t)
+			l, err := c.Mutex("tamper", distlock.WithTTL(300*time.Millisecond)).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "deleted" {
+				err = rdb.Del(ctx, "distlock:{tamper}").Err()
+			} else {
+				err = rdb.HSet(ctx, "distlock:{tamper}", "owner", "someone-else").Err()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-l.Context().Done()
+			if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+				t.Fatalf("cause = %v, want ErrLockLost", cause)
+			}
+			if err := l.Unlock(ctx); !errors.Is(err, distlock.ErrLockLost) {
+				t.Fatalf("Unlock = %v, want ErrLockLost", err)
+			}
+			if err := l.Extend(ctx, time.Second); !errors.Is(err, distlock.ErrNotHeld) {
+				t.Fatalf("Extend after Unlock = %v, want ErrNotHeld", err)
+			}
+			if how == "overwritten" {
+				if owner := rdb.HGet(ctx, "distlock:{tamper}", "owner").Val(); owner != "someone-else" {
+					t.Fatalf("the loser touched the new owner's lock: owner %q", owner)
+				}
+			}
+			if ev.count(distlock.EventLost) != 1 {
+				t.Fatalf("%d Lost events, want 1", ev.count(distlock.EventLost))
+			}
+		})
+	}
+}
+
+// When Redis is frozen for longer than the lease, the holder's lease
+// context is cancelled before anyone else can acquire the lock: the
+// cancellation is recorded before the other client's acquisition returns.
+func TestLeaseContextCancelledBeforeExpiryWhenRedisPauses(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	other, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	l, err := c.Mutex("frozen", distlock.WithTTL(500*time.Millisecond)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []string
+	record := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	stop := context.AfterFunc(l.Context(), func() { record("holder cancelled") })
+	defer stop()
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	// The other client's attempt is queued at the frozen server.
+	got := make(chan error, 1)
+	go func() {
+		l2, err := other.Mutex("frozen").Lock(ctx)
+		if err == nil {
+			record("other acquired")
+			err = l2.Unlock(ctx)
+		}
+		got <- err
+	}()
+	<-l.Context().Done() // by the local deadline, with Redis still frozen
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 2 || order[0] != "holder cancelled" {
+		t.Fatalf("order of events: %v", order)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+		t.Fatalf("cause = %v, want ErrLockLost", cause)
+	}
+}
+
+// A fixed lease is not renewed: its context ends with ErrLockLost before
+// the lock expires, and then someone else gets the lock.
+func TestFixedLease(t *testing.T) {
+	srv := redistest.Start(t)
+	ev := newEvents()
+	c, _ := newClient(t, srv, distlock.WithEventHandler(ev.handle))
+	other, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	l, err := c.Mutex("fixed", distlock.WithFixedLease(200*time.Millisecond)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-l.Context().Done()
+	if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+		t.Fatalf("cause = %v, want ErrLockLost", cause)
+	}
+	l2, err := other.Mutex("fixed").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ev.count(distlock.EventRenewed); n != 0 {
+		t.Fatalf("a fixed lease was renewed %d times", n)
+	}
+}
+
+// Extend lengthens a fixed lease on the server and locally.
+func TestExtend(t *testing.T) {
+	srv := redistest.Start(t)
+	c, rdb := newClient(t, srv)
+	ctx := testCtx(t)
+	l, err := c.Mutex("ext", distlock.WithFixedLease(time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.PTTL(ctx, "distlock:{ext}").Val(); ttl <= time.Second {
+		t.Fatalf("PTTL after Extend = %v, want about a minute", ttl)
+	}
+	if err := l.Extend(ctx, time.Millisecond); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("Extend(1ms) = %v, want ErrInvalidOption", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Many held locks are renewed in batches: per renewal tick, one script call
+// per 256 locks in one pipeline, not one call per lock.
+func TestRenewalsAreBatched(t *testing.T) {
+	srv := redistest.Start(t)
+	ev := newEvents()
+	c, rdb := newClient(t, srv, distlock.WithEventHandler(ev.handle))
+	ctx := testCtx(t)
+	const n = 600
+	var leases []*distlock.Lease
+	for i := 0; i < n; i++ {
+		l, err := c.Mutex("batch-"+itoa(i), distlock.WithTTL(600*time.Millisecond)).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	rdb.ConfigResetStat(ctx)
+	ev.await(distlock.EventRenewed, 4*n) // every lock renewed several times
+	calls := scriptCalls(t, rdb)
+	renewals := ev.count(distlock.EventRenewed)
+	// Each call covers up to 256 locks; allow for calls cut short by ticks
+	// that only some locks had reached.
+	if perCall := float64(renewals) / float64(calls); perCall < 50 {
+		t.Fatalf("%d renewals in %d script calls (%.1f per call): not batched", renewals, calls, perCall)
+	}
+	for _, l := range leases {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// SCRIPT FLUSH on the server is invisible: every script is loaded again.
+func TestScriptFlushIsInvisible(t *testing.T) {
+	srv := redistest.Start(t)
+	ev := newEvents()
+	c, rdb := newClient(t, srv, distlock.WithEventHandler(ev.handle))
+	ctx := testCtx(t)
+	m := c.Mutex("flush", distlock.WithTTL(300*time.Millisecond))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.ScriptFlush(ctx)
+	renewed := ev.count(distlock.EventRenewed)
+	ev.await(distlock.EventRenewed, renewed+2) // the batched renew path
+	rdb.ScriptFlush(ctx)
+	if _, err := m.Inspect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rdb.ScriptFlush(ctx)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rdb.ScriptFlush(ctx)
+	if l, err = m.TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ev.count(distlock.EventRenewFailed) + ev.count(distlock.EventLost); n != 0 {
+		t.Fatalf("%d failures after SCRIPT FLUSH", n)
+	}
+}
