@@ -50,15 +50,17 @@
 // that outlived its lease (a GC pause, a SIGSTOP) cannot overwrite its
 // successor's work.
 //
-// Tokens are max(Redis server time in µs, last token + 1), minted in the
-// acquire script. The last token lives in a counter key that expires
-// WithFenceRetention (default one hour) after the lock's last acquisition,
-// so names used once do not leak keys. Monotonicity therefore rests on
-// either the counter (while it lives) or the server clock (after it
-// expired). It breaks only if the counter is lost (restart without
-// persistence, failover) and the server clock is behind the time of the
-// last token; or if the clock steps back by more than the retention while
-// the counter is gone. Tokens are ordered, not secret.
+// Tokens come from a counter key, incremented by the acquire script. When
+// the counter does not exist (first use, or expired WithFenceRetention —
+// default one hour — after the lock's last acquisition, or lost with the
+// data) it starts at the Redis server's time in microseconds. Every
+// acquisition takes more than a microsecond of server time, so a counter
+// never runs ahead of the server clock, and a new counter starts above every
+// token issued before. So names used once do not leak keys, and tokens
+// survive the loss of the counter. Monotonicity breaks only if the server
+// clock goes back (a step, or failover to a server whose clock is behind)
+// by more than the time since the last token was issued while the counter
+// is missing. Tokens are ordered, not secret.
 //
 // # Re-entrancy
 //

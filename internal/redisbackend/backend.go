@@ -73,7 +73,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	res, err := acquireScript.Run(ctx, b.rdb,
 		[]string{k.Lock(r.Name), k.Fence(r.Name)},
 		r.Owner, r.Hold, r.Lease.Milliseconds(), b.cfg.FenceRetention.Milliseconds(),
-		b.cfg.Host, b.pid, reenterFlag(r.Reenter)).Slice()
+		b.cfg.Host, b.pid, reenterFlag(r.Reenter), time.Now().UnixMilli()).Slice()
 	if err != nil {
 		return engine.Grant{}, backendErr(err)
 	}

@@ -14,16 +14,18 @@
 --  -1   the owner holds the lock but not this hold: it was already released
 --       (a retried release), nothing changed
 
-if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
-  return 0
-end
-if ARGV[2] ~= '0' then
-  if redis.call('HDEL', KEYS[1], 'h:' .. ARGV[2]) == 0 then
-    return -1
+if ARGV[2] == '0' then
+  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
+    return 0
   end
-  if redis.call('HINCRBY', KEYS[1], 'holds', -1) > 0 then
-    return 2
+elseif redis.call('HDEL', KEYS[1], 'h:' .. ARGV[1] .. ':' .. ARGV[2]) == 0 then
+  -- Not this owner's hold, or no longer: tell the two apart.
+  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
+    return 0
   end
+  return -1
+elseif redis.call('HINCRBY', KEYS[1], 'holds', -1) > 0 then
+  return 2
 end
 redis.call('DEL', KEYS[1])
 if ARGV[4] == 's' then
