@@ -36,9 +36,27 @@ type Engine struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // background work: watches, renewals, clean-ups
 
-	mu     sync.Mutex
-	queues map[string]*queue
-	closed bool
+	mu       sync.Mutex
+	queues   map[string]*queue
+	closed   bool
+	draining bool // Close is waiting for bg: no more Adds
+}
+
+// spawn runs fn in a goroutine that Close waits for. Once Close has started
+// waiting, fn runs in the caller instead.
+func (e *Engine) spawn(fn func()) {
+	e.mu.Lock()
+	if e.draining {
+		e.mu.Unlock()
+		fn()
+		return
+	}
+	e.bg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.bg.Done()
+		fn()
+	}()
 }
 
 // New returns an engine on b. observe, if not nil, is called synchronously
@@ -107,6 +125,9 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		if ctx.Err() != nil {
+			return nil, notAcquired(s.Name, context.Cause(ctx))
+		}
 		// Watching started before this attempt, so a release after it
 		// cannot go unnoticed.
 		l, g, err := e.try(ctx, s, r)
@@ -140,12 +161,13 @@ func (e *Engine) try(ctx context.Context, s Spec, r Request) (*Lease, Grant, err
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	h.ctx, h.cancel = context.WithValue(base, holdKey{e, s.Name}, h), cancel
 	h.lastHold.Store(1)
-	if !e.renew.add(h, sent) {
+	added, late := e.renew.add(h, sent)
+	if !added {
 		e.cleanup(r)
 		cancel(ErrClosed)
 		return nil, g, ErrClosed
 	}
-	if e.now() >= h.deadline {
+	if late {
 		// The reply came too late to be of use: the lease is (nearly) over.
 		e.lose(h, fmt.Errorf("%w: the acquisition reply came after the lease deadline", ErrLockLost), true)
 		return nil, Grant{TTL: 0}, nil
@@ -177,13 +199,11 @@ func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, 
 		}
 		return res.g, sent, nil
 	case <-ctx.Done():
-		e.bg.Add(1)
-		go func() {
-			defer e.bg.Done()
+		e.spawn(func() {
 			if res := <-done; res.err != nil || res.g.Acquired {
 				e.cleanup(r)
 			}
-		}()
+		})
 		return Grant{}, sent, notAcquired(r.Name, context.Cause(ctx))
 	}
 }
@@ -193,9 +213,7 @@ func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, 
 // the lease has run out anyway), or until the engine is closed: an attempt
 // under way then still completes, but none follows.
 func (e *Engine) cleanup(r Request) {
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
+	e.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
 		defer cancel()
 		delay := 10 * time.Millisecond
@@ -212,7 +230,7 @@ func (e *Engine) cleanup(r Request) {
 				delay = min(2*delay, time.Second)
 			}
 		}
-	}()
+	})
 }
 
 // reenter adds a lease to the hold h.
@@ -221,7 +239,7 @@ func (e *Engine) reenter(ctx context.Context, h *Hold) (*Lease, error) {
 		return nil, err
 	}
 	id := h.lastHold.Add(1)
-	r := Request{Name: h.name, Owner: h.owner, Hold: id, Lease: h.lease, Reenter: true}
+	r := Request{Name: h.name, Owner: h.owner, Hold: id, Lease: e.renew.leaseOf(h), Reenter: true}
 	g, _, err := e.attempt(ctx, r)
 	if err != nil {
 		return nil, err
@@ -294,7 +312,7 @@ func (e *Engine) lose(h *Hold, cause error, stale bool) {
 	h.cancel(cause)
 	e.emit(Event{Kind: Lost, Name: h.name, Token: h.token, Err: cause})
 	if stale {
-		e.cleanup(Request{Name: h.name, Owner: h.owner, Hold: 0, Lease: h.lease})
+		e.cleanup(Request{Name: h.name, Owner: h.owner, Hold: 0, Lease: e.renew.leaseOf(h)})
 	}
 }
 
@@ -321,6 +339,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	e.cancel()
+	e.mu.Lock()
+	e.draining = true
+	e.mu.Unlock()
 	e.bg.Wait()
 	return nil
 }

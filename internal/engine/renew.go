@@ -38,19 +38,28 @@ func newRenewer(e *Engine) *renewer {
 	return r
 }
 
-// add starts watching h, acquired by a request sent at sent.
-func (r *renewer) add(h *Hold, sent time.Duration) bool {
+// add starts watching h, acquired by a request sent at sent. It reports
+// whether h was added (not after stop), and whether its deadline has
+// already passed (the reply came too late).
+func (r *renewer) add(h *Hold, sent time.Duration) (added, late bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
-		return false
+		return false, false
 	}
 	h.deadline = sent + h.lease - margin(h.lease)
 	h.renewAt = renewTime(sent, h.lease)
 	h.schedule()
 	heap.Push(&r.holds, h)
 	r.arm(h.next)
-	return true
+	return true, r.e.now() >= h.deadline
+}
+
+// leaseOf reads the current lease length of h.
+func (r *renewer) leaseOf(h *Hold) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return h.lease
 }
 
 // remove stops watching h; it reports false if h had already ended.
@@ -136,11 +145,7 @@ func (r *renewer) fire() {
 		r.e.lose(h, fmt.Errorf("%w: renewal not confirmed before the lease deadline", ErrLockLost), true)
 	}
 	if len(batch) > 0 {
-		r.e.bg.Add(1)
-		go func() {
-			defer r.e.bg.Done()
-			r.renewBatch(batch, now)
-		}()
+		r.e.spawn(func() { r.renewBatch(batch, now) })
 	}
 }
 

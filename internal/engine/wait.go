@@ -36,7 +36,7 @@ func (e *Engine) join(ctx context.Context, name string) (*queue, error) {
 	if q == nil {
 		q = &queue{name: name, wake: make(chan struct{}, 1), ready: make(chan struct{})}
 		e.queues[name] = q
-		e.bg.Add(1)
+		e.bg.Add(1) // under e.mu, before Close can drain
 		go e.watch(q)
 	}
 	q.waiters++

@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeBackend is an in-memory Backend for the engine's timing logic, which
+// these tests check on synctest's fake clock. Redis behaviour itself is
+// tested against real servers in the other packages.
+type fakeBackend struct {
+	mu      sync.Mutex
+	owner   map[string]string
+	renews  [][]Request   // every Renew call
+	hang    chan struct{} // when not nil, Renew blocks until it is closed or ctx ends
+	renewed chan int      // receives the size of every Renew batch
+}
+
+func newFake() *fakeBackend {
+	return &fakeBackend{owner: map[string]string{}, renewed: make(chan int, 100)}
+}
+
+func (f *fakeBackend) Acquire(ctx context.Context, r Request) (Grant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if o, ok := f.owner[r.Name]; ok && o != r.Owner {
+		return Grant{TTL: time.Second}, nil
+	}
+	f.owner[r.Name] = r.Owner
+	return Grant{Acquired: true, Token: 1, Holds: 1}, nil
+}
+
+func (f *fakeBackend) Release(ctx context.Context, r Request) (Release, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.owner[r.Name] != r.Owner {
+		return NotOwner, nil
+	}
+	delete(f.owner, r.Name)
+	return Freed, nil
+}
+
+func (f *fakeBackend) Renew(ctx context.Context, rs []Request) ([]bool, error) {
+	f.mu.Lock()
+	f.renews = append(f.renews, rs)
+	hang := f.hang
+	f.mu.Unlock()
+	if hang != nil {
+		select {
+		case <-hang:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	out := make([]bool, len(rs))
+	for i, r := range rs {
+		out[i] = f.owner[r.Name] == r.Owner
+	}
+	f.mu.Unlock()
+	f.renewed <- len(rs)
+	return out, nil
+}
+
+func (f *fakeBackend) Watch(ctx context.Context, name string, wake func()) (func(), error) {
+	return func() {}, nil
+}
+
+// Holds taken at different moments with the same lease are renewed
+// together, and each is renewed between lease/6 and lease/3 after the last
+// confirmation.
+func TestRenewalsShareTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		e := New(f, nil)
+		defer e.Close(context.Background())
+		const lease = 6 * time.Second
+		var leases []*Lease
+		for i := 0; i < 5; i++ {
+			l, err := e.Acquire(context.Background(), Spec{Name: string(rune('a' + i)), Lease: lease, Renew: true}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases = append(leases, l)
+			time.Sleep(100 * time.Millisecond) // fake time: acquisitions spread over 0.5 s
+		}
+		start := time.Now()
+		if n := <-f.renewed; n != 5 {
+			t.Fatalf("first renewal batch has %d holds, want all 5", n)
+		}
+		if d := time.Since(start) + 500*time.Millisecond; d < lease/6 || d > lease/3 {
+			t.Fatalf("first renewal %v after the first acquisition, want within [lease/6, lease/3]", d)
+		}
+		for _, l := range leases {
+			if err := l.Unlock(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// When renewals hang, the lease context is cancelled exactly at the local
+// deadline, sent + lease - margin, with ErrLockLost; a reply that comes
+// later does not revive the hold.
+func TestDeadlineCancelsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.hang = make(chan struct{})
+		e := New(f, nil)
+		defer e.Close(context.Background())
+		const lease = 3 * time.Second
+		start := time.Now()
+		l, err := e.Acquire(context.Background(), Spec{Name: "x", Lease: lease, Renew: true}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-l.Context().Done()
+		if got, want := time.Since(start), lease-margin(lease); got != want {
+			t.Fatalf("cancelled after %v, want exactly %v", got, want)
+		}
+		if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLockLost) {
+			t.Fatalf("cause %v", cause)
+		}
+		close(f.hang)
+		synctest.Wait()
+		if err := l.Unlock(context.Background()); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("Unlock after loss = %v, want ErrLockLost", err)
+		}
+	})
+}
+
+// A fixed lease is never renewed and ends at its deadline.
+func TestFixedLeaseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		e := New(f, nil)
+		defer e.Close(context.Background())
+		start := time.Now()
+		l, err := e.Acquire(context.Background(), Spec{Name: "x", Lease: time.Second}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-l.Context().Done()
+		if got, want := time.Since(start), time.Second-margin(time.Second); got != want {
+			t.Fatalf("ended after %v, want %v", got, want)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.renews) != 0 {
+			t.Fatalf("a fixed lease was renewed %d times", len(f.renews))
+		}
+	})
+}
+
+func TestRenewTimeGrid(t *testing.T) {
+	const lease = 30 * time.Second
+	for sent := time.Duration(0); sent < 2*lease; sent += 777 * time.Millisecond {
+		at := renewTime(sent, lease)
+		if at-sent < lease/6 || at-sent > lease/3 {
+			t.Fatalf("renewTime(%v) = %v: %v after, outside [lease/6, lease/3]", sent, at, at-sent)
+		}
+		if at%(lease/6) != 0 {
+			t.Fatalf("renewTime(%v) = %v: not on the lease/6 grid", sent, at)
+		}
+	}
+}
