@@ -232,8 +232,13 @@ func (b *Backend) Inspect(ctx context.Context, name string) (State, error) {
 func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
 	var m map[string]int64
 	var err error
-	if b.sharded {
-		m, err = b.rdb.PubSubShardNumSub(ctx, channel).Result()
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		// Sharded subscriptions are counted by the node of the slot.
+		node, nerr := cc.MasterForKey(ctx, channel)
+		if nerr != nil {
+			return 0, backendErr(nerr)
+		}
+		m, err = node.PubSubShardNumSub(ctx, channel).Result()
 	} else {
 		m, err = b.rdb.PubSubNumSub(ctx, channel).Result()
 	}
