@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,4 +63,55 @@ func BenchmarkRawSetNXDelete(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// 32 goroutines, each on its own lock names (cmd: go test -run ^$ -bench Parallel).
+func BenchmarkMutexParallel32(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
+	defer rdb.Close()
+	c := distlock.New(rdb, distlock.WithLogger(nil))
+	defer c.Close()
+	ctx := context.Background()
+	var seq atomic.Int64
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := itoa(int(seq.Add(1)))
+		for i := 0; pb.Next(); i++ {
+			l, err := c.Mutex("p-" + id + "-" + itoa(i%64)).Lock(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkRawParallel32(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
+	defer rdb.Close()
+	ctx := context.Background()
+	var seq atomic.Int64
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := itoa(int(seq.Add(1)))
+		var tok [16]byte
+		for i := 0; pb.Next(); i++ {
+			rand.Read(tok[:])
+			v := hex.EncodeToString(tok[:])
+			key := "r-" + id + "-" + itoa(i%64)
+			ok, err := rdb.SetNX(ctx, key, v, 30*time.Second).Result()
+			if err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+			if err := rawDelete.Run(ctx, rdb, []string{key}, v).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -22,6 +22,10 @@ import (
 // renewChunk is how many locks one renew script covers.
 const renewChunk = 256
 
+// pipelineLimit is how many acquire and release round trips may be on their
+// way at once before further calls are pipelined together.
+const pipelineLimit = 2
+
 // Config configures a Backend.
 type Config struct {
 	Keys Keys
@@ -40,6 +44,7 @@ type Backend struct {
 	pid     string
 	sharded bool // Redis Cluster: sharded pub/sub, renewals grouped by slot
 	notify  *notifier
+	pipe    *pipeliner
 
 	checkMu sync.Mutex
 	checked atomic.Bool
@@ -50,6 +55,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Backend {
 	_, sharded := rdb.(*redis.ClusterClient)
 	b := &Backend{rdb: rdb, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded}
 	b.notify = newNotifier(rdb, sharded)
+	b.pipe = newPipeliner(rdb, pipelineLimit)
 	return b
 }
 
@@ -70,7 +76,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 		return engine.Grant{}, err
 	}
 	k := b.cfg.Keys
-	res, err := acquireScript.Run(ctx, b.rdb,
+	res, err := b.pipe.run(ctx, acquireScript,
 		[]string{k.Lock(r.Name), k.Fence(r.Name)},
 		r.Owner, r.Hold, r.Lease.Milliseconds(), b.cfg.FenceRetention.Milliseconds(),
 		b.cfg.Host, b.pid, reenterFlag(r.Reenter), time.Now().UnixMilli()).Slice()
@@ -98,7 +104,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 // Release implements engine.Backend.
 func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
 	k := b.cfg.Keys
-	n, err := releaseScript.Run(ctx, b.rdb, []string{k.Lock(r.Name)},
+	n, err := b.pipe.run(ctx, releaseScript, []string{k.Lock(r.Name)},
 		r.Owner, r.Hold, k.Channel(r.Name), b.publishMode()).Int64()
 	if err != nil {
 		return 0, backendErr(err)
