@@ -80,6 +80,11 @@ func (c *Client) Mutex(name string, opts ...MutexOption) *Mutex {
 	return m
 }
 
+// Err returns, without contacting Redis, the error every operation of c
+// returns because an option given to New is invalid (wrapping
+// ErrInvalidOption), or nil.
+func (c *Client) Err() error { return c.cfg.err }
+
 // List returns, sorted, the names of the locks that are held now and match
 // the glob pattern ("*" for all), using SCAN (never KEYS) on every master.
 func (c *Client) List(ctx context.Context, pattern string) ([]string, error) {

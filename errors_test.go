@@ -175,3 +175,28 @@ func TestClosedClient(t *testing.T) {
 		t.Fatal("Unlock after Close succeeded")
 	}
 }
+
+// Err reports invalid input without contacting Redis.
+func TestErrWithoutRedis(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // nothing listens there
+	defer rdb.Close()
+	c := distlock.New(rdb, distlock.WithLogger(nil))
+	defer c.Close()
+	if err := c.Err(); err != nil {
+		t.Fatalf("Client.Err = %v", err)
+	}
+	if err := c.Mutex("fine").Err(); err != nil {
+		t.Fatalf("Mutex.Err = %v", err)
+	}
+	if err := c.Mutex("").Err(); !errors.Is(err, distlock.ErrInvalidName) {
+		t.Fatalf("Err of an empty name = %v", err)
+	}
+	bad := distlock.New(rdb, distlock.WithPrefix("{"), distlock.WithLogger(nil))
+	defer bad.Close()
+	if err := bad.Err(); !errors.Is(err, distlock.ErrInvalidOption) || errors.Is(err, distlock.ErrInvalidName) {
+		t.Fatalf("Client.Err of a bad prefix = %v, want ErrInvalidOption only", err)
+	}
+	if err := bad.Mutex("fine").Err(); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("Mutex.Err under a bad prefix = %v", err)
+	}
+}

@@ -20,6 +20,12 @@ type Mutex struct {
 // Name is the name of the lock.
 func (m *Mutex) Name() string { return m.spec.Name }
 
+// Err returns, without contacting Redis, the error every method of m
+// returns because its name or an option (of m or its Client) is invalid:
+// one wrapping ErrInvalidName or ErrInvalidOption. It is nil for a usable
+// Mutex.
+func (m *Mutex) Err() error { return m.err }
+
 // Lock blocks until it holds the lock, or until ctx ends: the error then
 // wraps both ErrNotAcquired and the context's cause. While it waits it is
 // woken by the release itself (through one subscription shared by all of
@@ -76,7 +82,7 @@ type Holder struct {
 	ID    string
 	Host  string
 	PID   int
-	Since time.Time // by the Redis server's clock
+	Since time.Time // by the holder's clock
 }
 
 // Inspect reads the lock's state in one round trip.

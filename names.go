@@ -10,9 +10,10 @@ import (
 // MaxNameLen is the longest lock name, in bytes.
 const MaxNameLen = 512
 
-// validateName checks a lock name. Braces are refused because the name is
-// the Redis Cluster hash tag of every key of the lock: a brace inside it
-// would change which part of the key is hashed.
+// validateName checks a lock name: 1 to MaxNameLen bytes of UTF-8 without
+// control characters or braces. Braces are refused because the name is the
+// Redis Cluster hash tag of every key of the lock: a brace inside it would
+// change which part of the key is hashed.
 func validateName(name string) error {
 	switch {
 	case name == "":
@@ -35,7 +36,7 @@ func validatePrefix(p string) error {
 		return nil
 	}
 	if err := validateName(p); err != nil {
-		return fmt.Errorf("%w: prefix: %w", ErrInvalidOption, err)
+		return fmt.Errorf("%w: prefix: %v", ErrInvalidOption, err)
 	}
 	return nil
 }

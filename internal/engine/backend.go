@@ -32,7 +32,8 @@ type Backend interface {
 	// the returned stop is called. It returns once notifications are flowing,
 	// so a release that happens after Watch returns is never missed. wake is
 	// also called when notifications may have been lost (a reconnection).
-	// wake must not block.
+	// Releases made through this Backend itself are not delivered: the
+	// engine hands those over to its waiters directly. wake must not block.
 	Watch(ctx context.Context, name string, wake func()) (stop func(), err error)
 }
 

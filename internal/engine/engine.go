@@ -121,10 +121,9 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 		return nil, notAcquired(s.Name, err)
 	}
 	defer e.leave(q)
-	e.emit(Event{Kind: Waiting, Name: s.Name})
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	for {
+	for waiting := false; ; waiting = true {
 		if ctx.Err() != nil {
 			return nil, notAcquired(s.Name, context.Cause(ctx))
 		}
@@ -137,6 +136,9 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 		if l != nil {
 			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
 			return l, nil
+		}
+		if !waiting {
+			e.emit(Event{Kind: Waiting, Name: s.Name})
 		}
 		// A lost notification costs at most the holder's remaining lease.
 		timer.Reset(pollDelay(g.TTL))
@@ -186,6 +188,14 @@ func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, 
 		err error
 	}
 	sent := e.now()
+	if ctx.Done() == nil { // cannot end: no need to be able to return early
+		g, err := e.b.Acquire(ctx, r)
+		if err != nil {
+			e.cleanup(r)
+			return Grant{}, sent, fmt.Errorf("lock %q: %w", r.Name, err)
+		}
+		return g, sent, nil
+	}
 	done := make(chan result, 1)
 	go func() {
 		g, err := e.b.Acquire(context.WithoutCancel(ctx), r)
@@ -218,7 +228,10 @@ func (e *Engine) cleanup(r Request) {
 		defer cancel()
 		delay := 10 * time.Millisecond
 		for {
-			if _, err := e.b.Release(ctx, r); err == nil {
+			if res, err := e.b.Release(ctx, r); err == nil {
+				if res == Freed {
+					e.handOff(r.Name)
+				}
 				return
 			}
 			select {
@@ -293,6 +306,7 @@ func (e *Engine) release(ctx context.Context, h *Hold, id uint64) error {
 			h.cancel(nil)
 			e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
 		}
+		e.handOff(h.name)
 	case NotOwner:
 		e.lose(h, fmt.Errorf("%w: it was no longer held by this owner at release", ErrLockLost), false)
 		return h.lostErr()

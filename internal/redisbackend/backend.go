@@ -7,6 +7,8 @@ package redisbackend
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,7 +44,8 @@ type Backend struct {
 	rdb     redis.UniversalClient
 	cfg     Config
 	pid     string
-	sharded bool // Redis Cluster: sharded pub/sub, renewals grouped by slot
+	sharded bool   // Redis Cluster: sharded pub/sub, renewals grouped by slot
+	id      string // random; published with this backend's releases
 	notify  *notifier
 	pipe    *pipeliner
 
@@ -53,8 +56,10 @@ type Backend struct {
 // New returns a Backend on rdb. It does not talk to Redis until it is used.
 func New(rdb redis.UniversalClient, cfg Config) *Backend {
 	_, sharded := rdb.(*redis.ClusterClient)
-	b := &Backend{rdb: rdb, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded}
-	b.notify = newNotifier(rdb, sharded)
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	b := &Backend{rdb: rdb, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded, id: hex.EncodeToString(id[:])}
+	b.notify = newNotifier(rdb, sharded, b.id)
 	b.pipe = newPipeliner(rdb, pipelineLimit)
 	return b
 }
@@ -105,7 +110,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
 	k := b.cfg.Keys
 	n, err := b.pipe.run(ctx, releaseScript, []string{k.Lock(r.Name)},
-		r.Owner, r.Hold, k.Channel(r.Name), b.publishMode()).Int64()
+		r.Owner, r.Hold, k.Channel(r.Name), b.publishMode(), b.id).Int64()
 	if err != nil {
 		return 0, backendErr(err)
 	}

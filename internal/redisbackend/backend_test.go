@@ -114,10 +114,21 @@ func TestWatch(t *testing.T) {
 	if n, _ := b.watchers(ctx, b.cfg.Keys.Channel("w")); n != 1 {
 		t.Fatalf("%d subscribers after Watch returned, want 1", n)
 	}
+	// Its own releases are not delivered (the engine hands them over); those
+	// of another client are.
 	r := engine.Request{Name: "w", Owner: "o", Hold: 1, Lease: time.Minute}
 	b.Acquire(ctx, r)
 	b.Release(ctx, r)
+	other := New(b.rdb, b.cfg)
+	defer other.Close()
+	other.Acquire(ctx, r)
+	other.Release(ctx, r)
 	<-woke
+	select {
+	case <-woke:
+		t.Fatal("woken by its own release")
+	default:
+	}
 	stop()
 	stop() // idempotent
 	if err := b.rdb.Ping(ctx).Err(); err != nil {

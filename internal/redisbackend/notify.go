@@ -15,6 +15,7 @@ import (
 type notifier struct {
 	rdb     redis.UniversalClient
 	sharded bool
+	self    string // messages carrying this are our own releases: ignored
 
 	subMu sync.Mutex // orders SUBSCRIBE and UNSUBSCRIBE writes
 
@@ -35,8 +36,8 @@ type watch struct {
 	isSet     bool
 }
 
-func newNotifier(rdb redis.UniversalClient, sharded bool) *notifier {
-	return &notifier{rdb: rdb, sharded: sharded, groups: map[int]*group{}}
+func newNotifier(rdb redis.UniversalClient, sharded bool, self string) *notifier {
+	return &notifier{rdb: rdb, sharded: sharded, self: self, groups: map[int]*group{}}
 }
 
 func (n *notifier) groupKey(channel string) int {
@@ -143,6 +144,9 @@ func (n *notifier) read(g *group) {
 		var isConfirm bool
 		switch m := m.(type) {
 		case *redis.Message:
+			if m.Payload == n.self {
+				continue
+			}
 			channel = m.Channel
 		case *redis.Subscription:
 			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {

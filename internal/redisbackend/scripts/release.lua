@@ -6,6 +6,8 @@
 -- ARGV[2]  hold id, or '0' for every hold of the owner
 -- ARGV[3]  release channel
 -- ARGV[4]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
+-- ARGV[5]  the message: the releasing client's id, so that it can ignore
+--          its own releases (it hands them over to its waiters directly)
 --
 -- Returns
 --   1   the lock is free now (waiters were notified)
@@ -29,8 +31,8 @@ elseif redis.call('HINCRBY', KEYS[1], 'holds', -1) > 0 then
 end
 redis.call('DEL', KEYS[1])
 if ARGV[4] == 's' then
-  redis.call('SPUBLISH', ARGV[3], '1')
+  redis.call('SPUBLISH', ARGV[3], ARGV[5])
 else
-  redis.call('PUBLISH', ARGV[3], '1')
+  redis.call('PUBLISH', ARGV[3], ARGV[5])
 end
 return 1
