@@ -1,0 +1,136 @@
+//go:build unix
+
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/distlock/distlock/redistest"
+)
+
+// TestBadInput checks that bad input gets a one-line error on stderr, its
+// own exit status, and leaves no lock behind.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	secure := redistest.Start(t, redistest.WithPassword("sekret"))
+	c := newClient(t, srv)
+	dir := t.TempDir()
+	notExecutable := filepath.Join(dir, "not-executable")
+	if err := os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badFormat := filepath.Join(dir, "bad-format")
+	if err := os.WriteFile(badFormat, []byte("\x7fELF garbage\x00\x01"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	url := srv.URL()
+	wrongPassword := strings.Replace(secure.URL(), "sekret", "wrong", 1)
+	noPassword := "redis://" + secure.Addr()
+
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"no command", nil, exitUsage},
+		{"unknown command", []string{"frobnicate"}, exitUsage},
+		{"unknown flag", []string{"run", "--redis", url, "--bogus", "bad", "--", "true"}, exitUsage},
+		{"missing --", []string{"run", "--redis", url, "bad", "true"}, exitUsage},
+		{"missing name", []string{"run", "--redis", url, "--", "true"}, exitUsage},
+		{"missing command", []string{"run", "--redis", url, "bad", "--"}, exitUsage},
+		{"two names", []string{"run", "--redis", url, "bad", "worse", "--", "true"}, exitUsage},
+		{"bad duration", []string{"run", "--redis", url, "--wait", "soon", "bad", "--", "true"}, exitUsage},
+		{"ttl too short", []string{"run", "--redis", url, "--ttl", "1ms", "bad", "--", "true"}, exitUsage},
+		{"bad prefix", []string{"run", "--redis", url, "--prefix", "a{b", "bad", "--", "true"}, exitUsage},
+		{"bad URL", []string{"run", "--redis", "http://" + srv.Addr(), "bad", "--", "true"}, exitUsage},
+		{"empty name", []string{"run", "--redis", url, "", "--", "true"}, exitBadName},
+		{"brace in name", []string{"run", "--redis", url, "a{b}", "--", "true"}, exitBadName},
+		{"newline in name", []string{"run", "--redis", url, "a\nb", "--", "true"}, exitBadName},
+		{"status of empty name", []string{"status", "--redis", url, ""}, exitBadName},
+		{"unreachable Redis", []string{"run", "--redis", "redis://" + closedAddr(t), "bad", "--", "true"}, exitUnavailable},
+		{"unreachable Redis status", []string{"status", "--redis", "redis://" + closedAddr(t), "bad"}, exitUnavailable},
+		{"wrong password", []string{"run", "--redis", wrongPassword, "bad", "--", "true"}, exitNoPerm},
+		{"no password", []string{"status", "--redis", noPassword, "bad"}, exitNoPerm},
+		{"command not found", []string{"run", "--redis", url, "bad", "--", "no-such-command-distlock-test"}, exitNotFound},
+		{"command not executable", []string{"run", "--redis", url, "bad", "--", notExecutable}, exitCannotExec},
+		{"command in bad format", []string{"run", "--redis", url, "bad", "--", badFormat}, exitCannotExec},
+		{"unlock without --force", []string{"unlock", "--redis", url, "bad"}, exitUsage},
+		{"status with two names", []string{"status", "--redis", url, "a", "b"}, exitUsage},
+		{"demo with bad workers", []string{"demo", "--redis", url, "--workers", "0"}, exitUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, tt.args...)
+			r.wantCode(t, tt.want)
+			wantOneLine(t, r.stderr)
+			if r.stdout != "" {
+				t.Errorf("stdout %q, want nothing", r.stdout)
+			}
+			if strings.Contains(r.stderr, "sekret") || strings.Contains(r.stderr, "wrong") && tt.want == exitNoPerm {
+				t.Errorf("stderr shows the password: %q", r.stderr)
+			}
+			if info := inspect(t, c, "bad"); info.Locked {
+				t.Errorf("lock left behind: %+v", info)
+			}
+		})
+	}
+	// The command in a bad format is found, so it fails only once the lock
+	// is taken: the lock was taken, and released.
+	if inspect(t, c, "bad").LastToken == 0 {
+		t.Error("the lock was never taken: the test of a command that fails to start tests nothing")
+	}
+}
+
+// closedAddr returns the address of a loopback port that nothing listens
+// on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// TestHelp checks --help of every command, help COMMAND and --version.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands {
+		if c.hidden {
+			continue
+		}
+		for _, args := range [][]string{{c.name, "--help"}, {c.name, "-h"}, {"help", c.name}} {
+			r := run(t, args...)
+			r.wantCode(t, 0)
+			for _, want := range []string{"Usage: distlock " + c.name, "Flags:", "--redis URL", "Examples:"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("distlock %s: no %q in:\n%s", strings.Join(args, " "), want, r.stdout)
+				}
+			}
+		}
+	}
+	r := run(t, "--help")
+	r.wantCode(t, 0)
+	for _, want := range []string{"Commands:", "Exit statuses:", "75", "Examples:"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("distlock --help: no %q in:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "demo-worker") {
+		t.Error("distlock --help lists the hidden demo-worker command")
+	}
+	r = run(t, "--version")
+	r.wantCode(t, 0)
+	if r.stdout != "distlock "+testVersion+"\n" {
+		t.Errorf("distlock --version printed %q", r.stdout)
+	}
+}

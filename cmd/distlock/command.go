@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// A command is one subcommand of distlock.
+type command struct {
+	name     string
+	synopsis string // what follows "distlock NAME" in the usage line
+	summary  string // one line, for the list of commands
+	doc      string // what the command does, for --help
+	examples string // for --help
+	hidden   bool   // left out of the list of commands
+
+	// takesCommand makes everything after the first "--" a command line
+	// to run, passed to the runner as line.command.
+	takesCommand bool
+
+	// setup defines the command's flags on fs and returns the function
+	// that runs the command once fs has parsed the arguments.
+	setup func(fs *flag.FlagSet) func(line commandLine) error
+}
+
+// A commandLine is the part of the arguments that is not flags.
+type commandLine struct {
+	args     []string // positional arguments
+	command  []string // for takesCommand: the arguments after "--"
+	dashdash bool     // for takesCommand: "--" was present
+}
+
+// commands lists the subcommands, in the order of the help text.
+var commands = []*command{runCommand, statusCommand, listCommand, unlockCommand, demoCommand, demoWorkerCommand}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// flags returns a new flag set with the command's flags.
+func (c *command) flags() *flag.FlagSet {
+	fs := newFlagSet(c.name)
+	c.setup(fs)
+	return fs
+}
+
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by report, in one line
+	return fs
+}
+
+// run parses args and runs the command. Flags may come before, between
+// and after the positional arguments.
+func (c *command) run(args []string) error {
+	fs := newFlagSet(c.name)
+	runner := c.setup(fs)
+	var line commandLine
+	if c.takesCommand {
+		if i := slices.Index(args, "--"); i >= 0 {
+			args, line.command, line.dashdash = args[:i], args[i+1:], true
+		}
+	}
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(os.Stdout, c, fs)
+		return nil
+	}
+	if err != nil {
+		return usageErrorf("%v (see distlock %s --help)", err, c.name)
+	}
+	line.args = pos
+	return runner(line)
+}
+
+// parseInterspersed parses the flags in args with fs and returns the other
+// arguments. Unlike fs.Parse, it does not stop at the first non-flag
+// argument; it stops at "--", after which every argument is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// printUsage prints the help of c, with the flags defined in fs.
+func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: distlock %s %s\n\n", c.name, c.synopsis)
+	fmt.Fprint(w, strings.TrimLeft(c.doc, "\n"))
+	fmt.Fprintln(w, "\nFlags:")
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		if kind != "" {
+			kind = " " + strings.ToUpper(kind)
+		}
+		fmt.Fprintf(w, "  --%s%s\n", f.Name, kind)
+		if !isZeroDefault(f) {
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		for line := range strings.Lines(usage) {
+			fmt.Fprintf(w, "        %s", line)
+		}
+		fmt.Fprintln(w)
+	})
+	if c.examples != "" {
+		fmt.Fprintln(w, "\nExamples:")
+		fmt.Fprint(w, strings.TrimLeft(c.examples, "\n"))
+	}
+}
+
+// isZeroDefault reports whether the default of f goes without saying.
+func isZeroDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "false", "0", "0s", "forever":
+		return true
+	}
+	return false
+}
+
+// printTopUsage prints the help of distlock itself.
+func printTopUsage(w io.Writer) {
+	fmt.Fprint(w, `distlock runs commands under distributed locks kept in Redis, and shows
+and manages those locks.
+
+Usage: distlock COMMAND [flags] [ARGS...]
+
+Commands:
+`)
+	for _, c := range commands {
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		}
+	}
+	fmt.Fprintf(w, `
+Run "distlock COMMAND --help" for the flags and examples of a command, and
+"distlock --version" for the version.
+
+Redis is reached at --redis URL, else $REDIS_URL, else %s;
+use rediss:// for TLS, and redis://USER:PASSWORD@HOST:PORT/DB to log in.
+
+Exit statuses:
+%s
+Examples:
+  distlock run --wait 0 nightly-report -- /usr/local/bin/report
+  distlock status nightly-report
+  distlock list 'nightly-*'
+  distlock demo
+`, defaultRedisURL, exitStatusTable)
+}

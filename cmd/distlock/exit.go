@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/distlock/distlock"
+)
+
+// Exit statuses. Those from 64 on follow sysexits.h, as cron jobs and
+// service managers expect; 126 and 127 are those of the shells.
+const (
+	exitOK          = 0
+	exitFailure     = 1   // any other failure
+	exitUsage       = 64  // EX_USAGE: bad flags or arguments
+	exitBadName     = 65  // EX_DATAERR: invalid lock name
+	exitUnavailable = 69  // EX_UNAVAILABLE: Redis unreachable, failing or too old
+	exitLockLost    = 70  // EX_SOFTWARE: the lock was lost while the command ran
+	exitNotAcquired = 75  // EX_TEMPFAIL: the lock is held by someone else
+	exitNoPerm      = 77  // EX_NOPERM: Redis refused the user name or password
+	exitCannotExec  = 126 // the command is not executable
+	exitNotFound    = 127 // the command was not found
+	exitSignal      = 128 // plus the signal number: killed or interrupted by a signal
+)
+
+// exitStatusTable documents the exit statuses for the help texts.
+const exitStatusTable = `  0      success; for run: the command succeeded
+  1-125  for run: the exit status of the command
+  1      any other error
+  64     usage error: unknown flag, missing argument or "--", bad value
+  65     invalid lock name (empty, too long, braces, control characters)
+  69     Redis unavailable: unreachable, timed out, failing, or older than 6.2
+  70     run: the lock was lost while the command ran; the command was stopped
+  75     run: not acquired: the lock is held by someone else (after --wait)
+  77     Redis refused the user name or password
+  126    run: the command is not executable
+  127    run: the command was not found
+  128+N  run: the command was killed by signal N, or distlock was
+         interrupted by signal N while waiting for the lock
+`
+
+// An exitError ends distlock with an exit status and, unless err is nil,
+// a one-line message on stderr.
+type exitError struct {
+	status int
+	err    error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.status)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitf returns an exitError with a formatted message.
+func exitf(status int, format string, args ...any) error {
+	return &exitError{status, fmt.Errorf(format, args...)}
+}
+
+// usageErrorf returns a usage error (status 64).
+func usageErrorf(format string, args ...any) error {
+	return exitf(exitUsage, format, args...)
+}
+
+// silentExit ends distlock with status and no message.
+func silentExit(status int) error {
+	return &exitError{status: status}
+}
+
+// report prints err, if it has a message, as one line prefixed with
+// prog, and returns the exit status it stands for.
+func report(prog string, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	status := exitStatus(err)
+	var ee *exitError
+	if errors.As(err, &ee) && ee.err == nil {
+		return status
+	}
+	fmt.Fprintf(os.Stderr, "%s: %s\n", prog, oneLine(trimSentinels(err.Error())))
+	return status
+}
+
+// sentinels are the errors of the library, whose messages start with
+// "distlock: ".
+var sentinels = []error{
+	distlock.ErrNotAcquired, distlock.ErrNotHeld, distlock.ErrLockLost, distlock.ErrClosed,
+	distlock.ErrBackend, distlock.ErrUnsupported, distlock.ErrInvalidName, distlock.ErrInvalidOption,
+}
+
+// trimSentinels drops the "distlock: " of the library's errors from msg:
+// the command's own prefix already says it.
+func trimSentinels(msg string) string {
+	for _, e := range sentinels {
+		s := e.Error()
+		msg = strings.ReplaceAll(msg, s, strings.TrimPrefix(s, "distlock: "))
+	}
+	return msg
+}
+
+// exitStatus is the exit status for err.
+func exitStatus(err error) int {
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.status
+	case errors.Is(err, distlock.ErrInvalidOption): // before ErrInvalidName: a bad --prefix wraps both
+		return exitUsage
+	case errors.Is(err, distlock.ErrInvalidName):
+		return exitBadName
+	case isAuthError(err):
+		return exitNoPerm
+	case errors.Is(err, distlock.ErrBackend), errors.Is(err, distlock.ErrUnsupported),
+		errors.Is(err, context.DeadlineExceeded):
+		return exitUnavailable
+	case errors.Is(err, distlock.ErrLockLost):
+		return exitLockLost
+	case errors.Is(err, distlock.ErrNotAcquired):
+		return exitNotAcquired
+	}
+	return exitFailure
+}
+
+// oneLine joins the lines of a message, so that every error is reported
+// on exactly one line.
+func oneLine(s string) string {
+	out := []rune(s)
+	for i, r := range out {
+		if r == '\n' || r == '\r' {
+			out[i] = ' '
+		}
+	}
+	return string(out)
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"net"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// defaultRedisURL is the Redis server used when neither --redis nor
+// $REDIS_URL says otherwise.
+const defaultRedisURL = "redis://127.0.0.1:6379"
+
+// pingTimeout bounds the first exchange with Redis.
+const pingTimeout = 10 * time.Second
+
+// redisFlags are the flags that say which Redis and which locks to use.
+type redisFlags struct {
+	url    string
+	prefix string
+}
+
+// addRedisFlags defines --redis and --prefix on fs.
+func addRedisFlags(fs *flag.FlagSet) *redisFlags {
+	rf := new(redisFlags)
+	fs.StringVar(&rf.url, "redis", "",
+		"Redis server `URL`: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss://\n"+
+			"for TLS (default $REDIS_URL, else "+defaultRedisURL+")")
+	fs.StringVar(&rf.prefix, "prefix", distlock.DefaultPrefix,
+		"`PREFIX` of the Redis keys of the locks; all users of a lock must use\nthe same")
+	return rf
+}
+
+// resolvedURL is the URL to use: --redis, else $REDIS_URL, else the
+// default.
+func (rf *redisFlags) resolvedURL() string {
+	if rf.url != "" {
+		return rf.url
+	}
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return defaultRedisURL
+}
+
+func init() {
+	// go-redis logs connection failures itself; distlock reports them once,
+	// in its own words.
+	redis.SetLogger(quietLogger{})
+}
+
+// quietLogger discards the log of go-redis.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// A session is a connection pool to one Redis server and a distlock Client
+// on it.
+type session struct {
+	rdb    *redis.Client
+	client *distlock.Client
+	addr   string // host:port, for messages (never the password)
+	prefix string // the key prefix of the locks
+}
+
+// newSession returns a session on the Redis server of rf, without
+// contacting it. A malformed URL is a usage error.
+func newSession(rf *redisFlags, opts ...distlock.Option) (*session, error) {
+	opt, err := parseRedisURL(rf.resolvedURL())
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(opt)
+	opts = append([]distlock.Option{distlock.WithPrefix(rf.prefix), distlock.WithLogger(nil)}, opts...)
+	return &session{rdb: rdb, client: distlock.New(rdb, opts...), addr: opt.Addr, prefix: rf.prefix}, nil
+}
+
+// parseRedisURL parses a redis:// or rediss:// URL. Its errors never repeat
+// the URL, which may hold a password.
+func parseRedisURL(s string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(s)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, usageErrorf("invalid Redis URL: %v (want redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or rediss://...)", err)
+	}
+	if opt.Network != "tcp" {
+		return nil, usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
+	}
+	return opt, nil
+}
+
+// ping checks that Redis answers and accepts our credentials, so that an
+// unreachable server or a wrong password is reported as such before
+// anything else happens.
+func (s *session) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return s.failure(err)
+	}
+	return nil
+}
+
+// failure turns an error of Redis into an exitError: wrong credentials
+// (77) or an unavailable server (69). Other errors are returned as they
+// are.
+func (s *session) failure(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isAuthError(err):
+		return exitf(exitNoPerm, "Redis at %s refused the credentials: %v", s.addr, rootCause(err))
+	case errors.Is(err, distlock.ErrUnsupported):
+		return exitf(exitUnavailable, "Redis at %s: %v", s.addr, err)
+	case errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, distlock.ErrBackend), errors.Is(err, context.DeadlineExceeded), !isRedisError(err):
+		return exitf(exitUnavailable, "cannot reach Redis at %s: %v", s.addr, rootCause(err))
+	}
+	return exitf(exitUnavailable, "Redis at %s: %v", s.addr, rootCause(err))
+}
+
+// Close releases what the session still holds and closes its connections.
+func (s *session) Close() {
+	_ = s.client.Close()
+	_ = s.rdb.Close()
+}
+
+// isAuthError reports whether err is Redis refusing the user name or
+// password, or refusing a command to this user.
+func isAuthError(err error) bool {
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "AUTH"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isRedisError reports whether err is an error reply of the server.
+func isRedisError(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}
+
+// rootCause returns the part of err that says what went wrong with Redis:
+// its error reply or the network error, without the layers of context
+// added on the way up; err itself if there is neither.
+func rootCause(err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return rerr
+	}
+	var nerr *net.OpError
+	if errors.As(err, &nerr) {
+		return nerr
+	}
+	return err
+}
