@@ -36,9 +36,10 @@ type Engine struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // background work: watches, renewals, clean-ups
 
+	closed atomic.Bool
+
 	mu       sync.Mutex
 	queues   map[string]*queue
-	closed   bool
 	draining bool // Close is waiting for bg: no more Adds
 }
 
@@ -92,7 +93,7 @@ func (e *Engine) emit(ev Event) {
 // If ctx carries a lease context of the same lock from this engine, the
 // acquisition re-enters that hold instead.
 func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error) {
-	if e.isClosed() {
+	if e.closed.Load() {
 		return nil, ErrClosed
 	}
 	if ctx.Err() != nil {
@@ -333,13 +334,9 @@ func (e *Engine) lose(h *Hold, cause error, stale bool) {
 // Close stops renewals, releases every hold, ends waits with ErrClosed and
 // waits for background work. Releases are bounded by ctx.
 func (e *Engine) Close(ctx context.Context) error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	if e.closed.Swap(true) {
 		return nil
 	}
-	e.closed = true
-	e.mu.Unlock()
 
 	holds := e.renew.stop()
 	var wg sync.WaitGroup
@@ -358,12 +355,6 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	e.bg.Wait()
 	return nil
-}
-
-func (e *Engine) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
 }
 
 func notAcquired(name string, cause error) error {

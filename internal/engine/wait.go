@@ -28,7 +28,7 @@ func (q *queue) signal() {
 // returns once releases are being watched.
 func (e *Engine) join(ctx context.Context, name string) (*queue, error) {
 	e.mu.Lock()
-	if e.closed {
+	if e.closed.Load() {
 		e.mu.Unlock()
 		return nil, ErrClosed
 	}
