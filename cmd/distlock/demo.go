@@ -93,10 +93,7 @@ func (d *demo) run(rf *redisFlags) (err error) {
 		return err
 	}
 	defer s.Close()
-	if err := checkClient(s.client); err != nil {
-		return err
-	}
-	if err := s.ping(ctx); err != nil {
+	if err := s.ready(ctx, nil); err != nil {
 		return err
 	}
 

@@ -51,10 +51,7 @@ func list(rf *redisFlags, pattern string, asJSON bool) error {
 		return err
 	}
 	defer s.Close()
-	if err := checkClient(s.client); err != nil {
-		return err
-	}
-	if err := s.ping(ctx); err != nil {
+	if err := s.ready(ctx, nil); err != nil {
 		return err
 	}
 	names, err := s.client.List(ctx, pattern)

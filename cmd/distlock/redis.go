@@ -98,6 +98,19 @@ func parseRedisURL(s string) (*redis.Options, error) {
 	return opt, nil
 }
 
+// ready checks, in this order, that the options are valid (without I/O)
+// and that Redis answers and accepts our credentials.
+func (s *session) ready(ctx context.Context, m *distlock.Mutex) error {
+	err := s.client.Err()
+	if m != nil {
+		err = m.Err()
+	}
+	if err != nil {
+		return err
+	}
+	return s.ping(ctx)
+}
+
 // ping checks that Redis answers and accepts our credentials, so that an
 // unreachable server or a wrong password is reported as such before
 // anything else happens.

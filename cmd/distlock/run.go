@@ -134,10 +134,7 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 	}
 	defer s.Close()
 	m := s.client.Mutex(name, distlock.WithTTL(o.ttl))
-	if err := checkMutex(m); err != nil {
-		return err
-	}
-	if err := s.ping(context.Background()); err != nil {
+	if err := s.ready(context.Background(), m); err != nil {
 		return err
 	}
 

@@ -66,10 +66,7 @@ func status(rf *redisFlags, name string, asJSON bool) error {
 	}
 	defer s.Close()
 	m := s.client.Mutex(name)
-	if err := checkMutex(m); err != nil {
-		return err
-	}
-	if err := s.ping(ctx); err != nil {
+	if err := s.ready(ctx, m); err != nil {
 		return err
 	}
 	info, err := m.Inspect(ctx)

@@ -48,10 +48,7 @@ func forceUnlock(rf *redisFlags, name string) error {
 	}
 	defer s.Close()
 	m := s.client.Mutex(name)
-	if err := checkMutex(m); err != nil {
-		return err
-	}
-	if err := s.ping(ctx); err != nil {
+	if err := s.ready(ctx, m); err != nil {
 		return err
 	}
 	// The holder is read first only to say whom the lock was taken from.
