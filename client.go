@@ -2,9 +2,11 @@ package distlock
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/internal/engine"
@@ -21,6 +23,7 @@ type Client struct {
 	backend *redisbackend.Backend
 	engine  *engine.Engine
 	close   sync.Once
+	closed  atomic.Bool
 }
 
 // New returns a Client on rdb, which may be a standalone, Sentinel
@@ -32,6 +35,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	cfg := clientConfig{prefix: DefaultPrefix, fenceRetention: DefaultFenceRetention, logger: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if rdb == nil {
+		cfg.fail(fmt.Errorf("%w: nil Redis client", ErrInvalidOption))
 	}
 	host, _ := os.Hostname()
 	b := redisbackend.New(rdb, redisbackend.Config{
@@ -45,11 +51,14 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 
 // Close releases every lock the Client still holds (cancelling their lease
 // contexts with ErrClosed), ends waits with ErrClosed, stops renewals and
-// subscriptions, and waits for background work. Releases get five seconds;
-// locks not released by then expire with their leases. Close is idempotent.
+// subscriptions, and waits for background work, for five seconds at most:
+// it then gives up on requests that Redis has not answered (the error wraps
+// ErrBackend), and the locks they may hold expire with their leases. Close
+// is idempotent; after it, every operation returns ErrClosed.
 func (c *Client) Close() error {
 	var err error
 	c.close.Do(func() {
+		c.closed.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		err = c.engine.Close(ctx)
@@ -88,11 +97,23 @@ func (c *Client) Err() error { return c.cfg.err }
 // List returns, sorted, the names of the locks that are held now and match
 // the glob pattern ("*" for all), using SCAN (never KEYS) on every master.
 func (c *Client) List(ctx context.Context, pattern string) ([]string, error) {
-	if c.cfg.err != nil {
-		return nil, c.cfg.err
+	if err := c.usable(); err != nil {
+		return nil, err
 	}
 	if pattern == "" {
 		pattern = "*"
 	}
 	return c.backend.List(ctx, pattern)
+}
+
+// usable returns the error that operations of c fail with before any I/O:
+// invalid options, or Close.
+func (c *Client) usable() error {
+	if c.cfg.err != nil {
+		return c.cfg.err
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
 }

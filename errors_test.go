@@ -171,8 +171,20 @@ func TestClosedClient(t *testing.T) {
 	if _, err := c.Mutex("closing").Lock(ctx); !errors.Is(err, distlock.ErrClosed) {
 		t.Fatalf("Lock after Close: %v, want ErrClosed", err)
 	}
-	if err := l.Unlock(ctx); errors.Is(err, nil) || err == nil {
+	if err := l.Unlock(ctx); err == nil {
 		t.Fatal("Unlock after Close succeeded")
+	}
+	if _, err := c.Mutex("held").Inspect(ctx); !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("Inspect after Close: %v, want ErrClosed", err)
+	}
+	if _, err := c.Mutex("held").ForceUnlock(ctx); !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("ForceUnlock after Close: %v, want ErrClosed", err)
+	}
+	if _, err := c.List(ctx, "*"); !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("List after Close: %v, want ErrClosed", err)
+	}
+	if ok, _ := other.Mutex("held").Inspect(ctx); !ok.Locked {
+		t.Error("the refused ForceUnlock touched the lock")
 	}
 }
 

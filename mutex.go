@@ -90,6 +90,9 @@ func (m *Mutex) Inspect(ctx context.Context) (LockInfo, error) {
 	if m.err != nil {
 		return LockInfo{}, m.err
 	}
+	if err := m.c.usable(); err != nil {
+		return LockInfo{}, err
+	}
 	st, err := m.c.backend.Inspect(ctx, m.spec.Name)
 	if err != nil {
 		return LockInfo{}, err
@@ -111,6 +114,9 @@ func (m *Mutex) Inspect(ctx context.Context) (LockInfo, error) {
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if m.err != nil {
 		return false, m.err
+	}
+	if err := m.c.usable(); err != nil {
+		return false, err
 	}
 	return m.c.backend.ForceUnlock(ctx, m.spec.Name)
 }

@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -178,5 +179,55 @@ func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			h.once.Do(func() { close(h.sent) })
 		}
 		return next(ctx, cmd)
+	}
+}
+
+// Waiters of one process are served in arrival order, and a goroutine that
+// unlocks and locks again lines up behind them instead of barging in.
+func TestLocalWaitersFirstComeFirstServed(t *testing.T) {
+	srv := redistest.Start(t)
+	waiting := make(chan struct{}, 8)
+	c, _ := newClient(t, srv, distlock.WithEventHandler(func(ev distlock.Event) {
+		if ev.Kind == distlock.EventWaiting {
+			waiting <- struct{}{}
+		}
+	}))
+	ctx := testCtx(t)
+	m := c.Mutex("queue")
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 3)
+	errs := make(chan error, 3)
+	lockThenUnlock := func(who string) {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			errs <- err
+			return
+		}
+		order <- who
+		errs <- l.Unlock(ctx)
+	}
+	for _, who := range []string{"first", "second"} {
+		go lockThenUnlock(who)
+		<-waiting // lined up before the next one starts
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go lockThenUnlock("holder again")
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(order)
+	var got []string
+	for who := range order {
+		got = append(got, who)
+	}
+	if want := []string{"first", "second", "holder again"}; !slices.Equal(got, want) {
+		t.Fatalf("acquisition order %q, want %q", got, want)
 	}
 }

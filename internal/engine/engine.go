@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -32,9 +33,13 @@ type Engine struct {
 	seq     atomic.Uint64
 	renew   *renewer
 
-	ctx    context.Context // cancelled by Close
+	ctx    context.Context // cancelled when Close starts: waits end, no new requests
 	cancel context.CancelFunc
-	bg     sync.WaitGroup // background work: watches, renewals, clean-ups
+	// abandon is cancelled when Close gives up waiting: requests still
+	// under way are abandoned.
+	abandon       context.Context
+	abandonCancel context.CancelFunc
+	bg            sync.WaitGroup // background work: watches, renewals, clean-ups
 
 	closed atomic.Bool
 
@@ -73,6 +78,7 @@ func New(b Backend, observe func(Event)) *Engine {
 		queues:  map[string]*queue{},
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.abandon, e.abandonCancel = context.WithCancel(context.Background())
 	e.renew = newRenewer(e)
 	return e
 }
@@ -103,48 +109,60 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 		return e.reenter(ctx, h)
 	}
 	start := time.Now()
-	r := Request{Name: s.Name, Owner: e.owners + strconv.FormatUint(e.seq.Add(1), 36), Hold: 1, Lease: s.Lease}
 
-	l, g, err := e.try(ctx, s, r)
-	if err != nil {
-		return nil, err
-	}
-	if l != nil {
-		e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
-		return l, nil
-	}
-	if !wait {
-		return nil, fmt.Errorf("%w: lock %q is held by another owner (lease %v left)", ErrNotAcquired, s.Name, g.TTL)
-	}
-
-	q, err := e.join(ctx, s.Name)
-	if err != nil {
-		return nil, notAcquired(s.Name, err)
-	}
-	defer e.leave(q)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for waiting := false; ; waiting = true {
-		if ctx.Err() != nil {
-			return nil, notAcquired(s.Name, context.Cause(ctx))
-		}
-		// Watching started before this attempt, so a release after it
-		// cannot go unnoticed.
-		l, g, err := e.try(ctx, s, r)
+	// One attempt at once, unless others of this process already wait: then
+	// line up behind them.
+	var g Grant
+	if !wait || !e.waiting(s.Name) {
+		l, g0, err := e.try(ctx, s)
 		if err != nil {
 			return nil, err
 		}
 		if l != nil {
-			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
+			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
 			return l, nil
 		}
-		if !waiting {
-			e.emit(Event{Kind: Waiting, Name: s.Name})
+		if !wait {
+			return nil, fmt.Errorf("%w: lock %q is held by another owner (lease %v left)", ErrNotAcquired, s.Name, g0.TTL)
+		}
+		g = g0
+	}
+
+	q, w, first, err := e.join(ctx, s.Name)
+	if errors.Is(err, ErrBackend) || errors.Is(err, ErrClosed) {
+		return nil, fmt.Errorf("lock %q: %w", s.Name, err)
+	}
+	if err != nil {
+		return nil, notAcquired(s.Name, err)
+	}
+	defer e.leave(q, w)
+	e.emit(Event{Kind: Waiting, Name: s.Name})
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	// The first waiter tries again at once: watching started before this
+	// attempt, so a release after it cannot go unnoticed. Later ones wait
+	// for their turn.
+	for try := first; ; try = true {
+		if ctx.Err() != nil {
+			return nil, notAcquired(s.Name, context.Cause(ctx))
+		}
+		if try {
+			l, g0, err := e.try(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			if l != nil {
+				e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
+				return l, nil
+			}
+			g = g0
+		} else {
+			g.TTL = s.Lease // the holder's lease is unknown: assume ours
 		}
 		// A lost notification costs at most the holder's remaining lease.
 		timer.Reset(pollDelay(g.TTL))
 		select {
-		case <-q.wake:
+		case <-w.wake:
 		case <-timer.C:
 		case <-ctx.Done():
 			return nil, notAcquired(s.Name, context.Cause(ctx))
@@ -154,8 +172,11 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 	}
 }
 
-// try makes one attempt and turns a grant into a Lease.
-func (e *Engine) try(ctx context.Context, s Spec, r Request) (*Lease, Grant, error) {
+// try makes one attempt and turns a grant into a Lease. Every attempt has
+// an owner id of its own: a hold that an earlier attempt may have left
+// behind (and that is being cleaned up) is never mistaken for this one.
+func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
+	r := Request{Name: s.Name, Owner: e.owners + strconv.FormatUint(e.seq.Add(1), 36), Hold: 1, Lease: s.Lease}
 	g, sent, err := e.attempt(ctx, r)
 	if err != nil || !g.Acquired {
 		return nil, g, err
@@ -164,6 +185,7 @@ func (e *Engine) try(ctx context.Context, s Spec, r Request) (*Lease, Grant, err
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	h.ctx, h.cancel = context.WithValue(base, holdKey{e, s.Name}, h), cancel
 	h.lastHold.Store(1)
+	h.leases.Store(1)
 	added, late := e.renew.add(h, sent)
 	if !added {
 		e.cleanup(r)
@@ -199,7 +221,9 @@ func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, 
 	}
 	done := make(chan result, 1)
 	go func() {
-		g, err := e.b.Acquire(context.WithoutCancel(ctx), r)
+		bctx, cancel := e.detach(ctx, r.Lease)
+		defer cancel()
+		g, err := e.b.Acquire(bctx, r)
 		done <- result{g, err}
 	}()
 	select {
@@ -219,13 +243,25 @@ func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, 
 	}
 }
 
+// detach returns a context for a request that must outlive ctx (so that its
+// outcome is known) but not the lease it is about (a reply after that is of
+// no use), nor Close's patience. It keeps ctx's values.
+func (e *Engine) detach(ctx context.Context, lease time.Duration) (context.Context, context.CancelFunc) {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
+	stop := context.AfterFunc(e.abandon, cancel)
+	return bctx, func() {
+		stop()
+		cancel()
+	}
+}
+
 // cleanup releases, in the background, a hold that an interrupted or
 // failed request may have taken. It keeps trying for one lease (after that
 // the lease has run out anyway), or until the engine is closed: an attempt
 // under way then still completes, but none follows.
 func (e *Engine) cleanup(r Request) {
 	e.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), r.Lease)
+		ctx, cancel := e.detach(context.Background(), r.Lease)
 		defer cancel()
 		delay := 10 * time.Millisecond
 		for {
@@ -253,8 +289,12 @@ func (e *Engine) reenter(ctx context.Context, h *Hold) (*Lease, error) {
 		return nil, err
 	}
 	id := h.lastHold.Add(1)
+	h.leases.Add(1)
 	r := Request{Name: h.name, Owner: h.owner, Hold: id, Lease: e.renew.leaseOf(h), Reenter: true}
 	g, _, err := e.attempt(ctx, r)
+	if err != nil || !g.Acquired {
+		h.leases.Add(-1)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +306,7 @@ func (e *Engine) reenter(ctx context.Context, h *Hold) (*Lease, error) {
 	return h.newLease(id), nil
 }
 
-// release removes hold id of h, retrying a failed attempt while ctx lasts.
+// release removes hold id of h (every hold with id 0), retrying a failed attempt while ctx lasts.
 // A ctx that has already ended still gets one attempt, bounded by
 // releaseTimeout, so that a deferred Unlock releases even after the work's
 // context has expired.
@@ -332,11 +372,16 @@ func (e *Engine) lose(h *Hold, cause error, stale bool) {
 }
 
 // Close stops renewals, releases every hold, ends waits with ErrClosed and
-// waits for background work. Releases are bounded by ctx.
+// waits for background work, all within ctx. Requests still under way when
+// ctx ends are abandoned (their contexts are cancelled; a backend that
+// ignores cancellation may finish them later) and Close returns an error
+// wrapping ErrBackend: the locks they may have taken expire with their
+// leases.
 func (e *Engine) Close(ctx context.Context) error {
 	if e.closed.Swap(true) {
 		return nil
 	}
+	defer e.abandonCancel()
 
 	holds := e.renew.stop()
 	var wg sync.WaitGroup
@@ -348,13 +393,33 @@ func (e *Engine) Close(ctx context.Context) error {
 			h.cancel(ErrClosed)
 		}()
 	}
-	wg.Wait()
+	released := waitFor(ctx, &wg)
+	for _, h := range holds {
+		h.cancel(ErrClosed) // also those whose release is still on its way
+	}
 	e.cancel()
 	e.mu.Lock()
 	e.draining = true
 	e.mu.Unlock()
-	e.bg.Wait()
+	if !released || !waitFor(ctx, &e.bg) {
+		return fmt.Errorf("%w: close: requests to the backend still under way after %w; locks they hold expire with their leases", ErrBackend, context.Cause(ctx))
+	}
 	return nil
+}
+
+// waitFor waits for wg until ctx ends, and reports whether wg was done.
+func waitFor(ctx context.Context, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func notAcquired(name string, cause error) error {

@@ -20,6 +20,7 @@ type Hold struct {
 	cancel context.CancelCauseFunc
 
 	lastHold atomic.Uint64 // the last hold id handed out
+	leases   atomic.Int64  // leases not yet unlocked, counting re-entries on their way
 
 	// Guarded by the renewer's mutex; times are offsets from the engine's
 	// monotonic epoch.
@@ -68,10 +69,15 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: lock %q: this lease was already unlocked", ErrNotHeld, h.name)
 	}
 	defer l.cancel(nil)
+	last := h.leases.Add(-1) == 0
 	if err := h.lostErr(); err != nil {
 		return err
 	}
-	return h.e.release(ctx, h, l.id)
+	id := l.id
+	if last {
+		id = 0 // every hold: none can stay behind to keep the lock
+	}
+	return h.e.release(ctx, h, id)
 }
 
 // Extend sets the lease to ttl from now and keeps it for later renewals.

@@ -2,57 +2,84 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
-// A queue gathers the waiters of one lock in this process. They share one
-// backend watch; each release notification wakes one of them, which then
-// tries to acquire (no thundering herd).
+// A queue gathers the waiters of one lock in this process, first come first
+// served. They share one backend watch; each release wakes the waiter at the
+// head of the queue (no thundering herd), and newcomers line up behind
+// waiting ones instead of barging in, so that a goroutine that releases and
+// locks again at once cannot starve the others of its process.
 type queue struct {
 	name    string
-	waiters int           // guarded by Engine.mu
-	wake    chan struct{} // capacity 1: a wake-up is kept until a waiter takes it
+	waiters []*waiter     // in arrival order; guarded by Engine.mu
 	ready   chan struct{} // closed when the watch is set up (or failed)
 	err     error         // why the watch failed; read after ready
 	stop    func()        // ends the watch; guarded by Engine.mu
 }
 
-func (q *queue) signal() {
+// A waiter is one goroutine waiting in a queue.
+type waiter struct {
+	wake chan struct{} // capacity 1: a wake-up is kept until the waiter takes it
+}
+
+func (w *waiter) signal() {
 	select {
-	case q.wake <- struct{}{}:
+	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-// join adds a waiter for name, setting up the watch if it is the first, and
-// returns once releases are being watched.
-func (e *Engine) join(ctx context.Context, name string) (*queue, error) {
+// signal wakes the waiter at the head of q.
+func (e *Engine) signal(q *queue) {
+	e.mu.Lock()
+	if len(q.waiters) > 0 {
+		q.waiters[0].signal()
+	}
+	e.mu.Unlock()
+}
+
+// waiting reports whether goroutines of this process wait for name.
+func (e *Engine) waiting(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.queues[name]
+	return q != nil && len(q.waiters) > 0
+}
+
+// join lines up a waiter for name, setting up the watch if it is the first,
+// and returns once releases are being watched. first reports whether no
+// one else was waiting.
+func (e *Engine) join(ctx context.Context, name string) (q *queue, w *waiter, first bool, err error) {
 	e.mu.Lock()
 	if e.closed.Load() {
 		e.mu.Unlock()
-		return nil, ErrClosed
+		return nil, nil, false, ErrClosed
 	}
-	q := e.queues[name]
+	q = e.queues[name]
 	if q == nil {
-		q = &queue{name: name, wake: make(chan struct{}, 1), ready: make(chan struct{})}
+		q = &queue{name: name, ready: make(chan struct{})}
 		e.queues[name] = q
 		e.bg.Add(1) // under e.mu, before Close can drain
 		go e.watch(q)
 	}
-	q.waiters++
+	w = &waiter{wake: make(chan struct{}, 1)}
+	first = len(q.waiters) == 0
+	q.waiters = append(q.waiters, w)
 	e.mu.Unlock()
 
 	select {
 	case <-q.ready:
 	case <-ctx.Done():
-		e.leave(q)
-		return nil, context.Cause(ctx)
+		e.leave(q, w)
+		return nil, nil, false, context.Cause(ctx)
 	}
 	if q.err != nil {
-		e.leave(q)
-		return nil, q.err
+		e.leave(q, w)
+		return nil, nil, false, q.err
 	}
-	return q, nil
+	return q, w, first, nil
 }
 
 // watch sets up the backend watch of q. It does not depend on any waiter's
@@ -60,14 +87,20 @@ func (e *Engine) join(ctx context.Context, name string) (*queue, error) {
 func (e *Engine) watch(q *queue) {
 	defer e.bg.Done()
 	ctx, cancel := context.WithTimeout(e.ctx, watchTimeout)
-	stop, err := e.b.Watch(ctx, q.name, q.signal)
+	stop, err := e.b.Watch(ctx, q.name, func() { e.signal(q) })
+	if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
+		// No waiter's context ended: the backend did not answer in time.
+		err = fmt.Errorf("%w: release notifications not confirmed within %v: %w", ErrBackend, watchTimeout, err)
+	} else if err != nil && e.ctx.Err() != nil {
+		err = ErrClosed
+	}
 	cancel()
 	e.mu.Lock()
 	q.err = err
 	if err != nil && e.queues[q.name] == q {
 		delete(e.queues, q.name) // the next waiter tries again
 	}
-	if stop != nil && q.waiters == 0 {
+	if stop != nil && len(q.waiters) == 0 {
 		e.mu.Unlock()
 		stop() // everyone left while it was being set up
 		close(q.ready)
@@ -78,12 +111,25 @@ func (e *Engine) watch(q *queue) {
 	e.mu.Unlock()
 }
 
-// leave removes a waiter; the last one ends the watch.
-func (e *Engine) leave(q *queue) {
+// leave takes w out of q; the last waiter ends the watch. A wake-up that w
+// received but did not use goes to the next waiter.
+func (e *Engine) leave(q *queue, w *waiter) {
 	e.mu.Lock()
-	q.waiters--
+	for i, x := range q.waiters {
+		if x == w {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			break
+		}
+	}
+	select {
+	case <-w.wake:
+		if len(q.waiters) > 0 {
+			q.waiters[0].signal()
+		}
+	default:
+	}
 	var stop func()
-	if q.waiters == 0 {
+	if len(q.waiters) == 0 {
 		if e.queues[q.name] == q {
 			delete(e.queues, q.name)
 		}
@@ -95,16 +141,16 @@ func (e *Engine) leave(q *queue) {
 	}
 }
 
-// watchTimeout bounds setting up a watch.
-const watchTimeout = 10 * time.Second
-
-// handOff wakes a local waiter of a lock this process has just freed. The
-// backend does not notify a process of its own releases: this is quicker.
+// handOff wakes the first local waiter of a lock this process has just
+// freed. The backend does not notify a process of its own releases: this is
+// quicker.
 func (e *Engine) handOff(name string) {
 	e.mu.Lock()
-	q := e.queues[name]
-	e.mu.Unlock()
-	if q != nil {
-		q.signal()
+	if q := e.queues[name]; q != nil && len(q.waiters) > 0 {
+		q.waiters[0].signal()
 	}
+	e.mu.Unlock()
 }
+
+// watchTimeout bounds setting up a watch.
+const watchTimeout = 10 * time.Second

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 		r.Owner, r.Hold, r.Lease.Milliseconds(), b.cfg.FenceRetention.Milliseconds(),
 		b.cfg.Host, b.pid, reenterFlag(r.Reenter), time.Now().UnixMilli()).Slice()
 	if err != nil {
-		return engine.Grant{}, backendErr(err)
+		return engine.Grant{}, backendErr(ctx, err)
 	}
 	if len(res) < 2 {
 		return engine.Grant{}, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
@@ -112,7 +113,7 @@ func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release
 	n, err := b.pipe.run(ctx, releaseScript, []string{k.Lock(r.Name)},
 		r.Owner, r.Hold, k.Channel(r.Name), b.publishMode(), b.id).Int64()
 	if err != nil {
-		return 0, backendErr(err)
+		return 0, backendErr(ctx, err)
 	}
 	switch n {
 	case 1:
@@ -181,7 +182,7 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request) ([]bool, error
 	for _, c := range chunks {
 		vals, err := c.cmd.Int64Slice()
 		if err != nil {
-			return nil, backendErr(err)
+			return nil, backendErr(ctx, err)
 		}
 		for j, v := range vals {
 			if j < len(c.idx) {
@@ -216,7 +217,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (State, error) {
 	k := b.cfg.Keys
 	res, err := inspectScript.Run(ctx, b.rdb, []string{k.Lock(name), k.Fence(name)}).Slice()
 	if err != nil {
-		return State{}, backendErr(err)
+		return State{}, backendErr(ctx, err)
 	}
 	if len(res) < 8 {
 		return State{}, fmt.Errorf("%w: inspect: unexpected reply %v", engine.ErrBackend, res)
@@ -247,14 +248,14 @@ func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
 		// Sharded subscriptions are counted by the node of the slot.
 		node, nerr := cc.MasterForKey(ctx, channel)
 		if nerr != nil {
-			return 0, backendErr(nerr)
+			return 0, backendErr(ctx, nerr)
 		}
 		m, err = node.PubSubShardNumSub(ctx, channel).Result()
 	} else {
 		m, err = b.rdb.PubSubNumSub(ctx, channel).Result()
 	}
 	if err != nil {
-		return 0, backendErr(err)
+		return 0, backendErr(ctx, err)
 	}
 	return int(m[channel]), nil
 }
@@ -266,13 +267,16 @@ func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	n, err := forceUnlockScript.Run(ctx, b.rdb, []string{k.Lock(name)},
 		k.Channel(name), b.publishMode()).Int64()
 	if err != nil {
-		return false, backendErr(err)
+		return false, backendErr(ctx, err)
 	}
 	return n == 1, nil
 }
 
-func backendErr(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+// backendErr wraps err in ErrBackend, unless it is ctx's own end: a
+// deadline that is not ctx's (a dial or read timeout of the client) is a
+// backend failure.
+func backendErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", engine.ErrBackend, err)
@@ -298,6 +302,9 @@ func (b *Backend) List(ctx context.Context, pattern string) ([]string, error) {
 		for iter.Next(ctx) {
 			key := iter.Val()
 			name := key[len(prefix)+1 : len(key)-1]
+			if strings.ContainsAny(name, "{}") {
+				continue // not ours: lock names have no braces
+			}
 			mu.Lock()
 			seen[name] = true
 			mu.Unlock()
@@ -311,7 +318,7 @@ func (b *Backend) List(ctx context.Context, pattern string) ([]string, error) {
 		err = scan(ctx, b.rdb)
 	}
 	if err != nil {
-		return nil, backendErr(err)
+		return nil, backendErr(ctx, err)
 	}
 	names := make([]string, 0, len(seen))
 	for n := range seen {

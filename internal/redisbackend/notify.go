@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/distlock/distlock/internal/engine"
 	"github.com/redis/go-redis/v9"
@@ -60,11 +61,10 @@ func (n *notifier) watch(ctx context.Context, channel string, wake func()) (func
 		return nil, engine.ErrClosed
 	}
 	g := n.groups[key]
-	if g == nil {
+	fresh := g == nil
+	if fresh {
 		g = &group{ps: n.newPubSub(), watches: map[string]*watch{}}
 		n.groups[key] = g
-		n.wg.Add(1)
-		go n.read(g)
 	}
 	if old := g.watches[channel]; old != nil && !old.isSet {
 		// Replaced before its confirmation came: the channel is subscribed
@@ -76,12 +76,28 @@ func (n *notifier) watch(ctx context.Context, channel string, wake func()) (func
 	g.watches[channel] = w
 	n.mu.Unlock()
 	err := n.subscribe(ctx, g.ps, channel)
+	if fresh {
+		if err == nil {
+			err = n.confirm(ctx, g.ps, w)
+		}
+		n.mu.Lock()
+		if err == nil {
+			n.wg.Add(1) // under subMu: close cannot be waiting yet
+			go n.read(g)
+		} else {
+			delete(n.groups, key)
+		}
+		n.mu.Unlock()
+		if err != nil {
+			_ = g.ps.Close()
+		}
+	}
 	n.subMu.Unlock()
 
 	stop := func() { n.unwatch(key, channel, w) }
 	if err != nil {
 		stop()
-		return nil, backendErr(err)
+		return nil, backendErr(ctx, err)
 	}
 	select {
 	case <-w.confirmed:
@@ -89,6 +105,31 @@ func (n *notifier) watch(ctx context.Context, channel string, wake func()) (func
 	case <-ctx.Done():
 		stop()
 		return nil, context.Cause(ctx)
+	}
+}
+
+// confirm reads the reply to the first subscription of a new connection,
+// before its reader starts. This is where a refusal shows (an ACL without
+// SUBSCRIBE or without the channel pattern): the shared reader could only
+// drop it. Later subscriptions on the connection are to channels of the
+// same prefix, so they are refused, if at all, at the first.
+func (n *notifier) confirm(ctx context.Context, ps *redis.PubSub, w *watch) error {
+	timeout := time.Duration(0)
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d), time.Millisecond)
+	}
+	for {
+		m, err := ps.ReceiveTimeout(ctx, timeout)
+		if err != nil {
+			return err
+		}
+		if _, ok := m.(*redis.Subscription); ok {
+			n.mu.Lock()
+			w.isSet = true
+			close(w.confirmed)
+			n.mu.Unlock()
+			return nil
+		}
 	}
 }
 

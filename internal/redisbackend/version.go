@@ -32,7 +32,7 @@ func (b *Backend) checkServer(ctx context.Context) error {
 			b.checked.Store(true)
 			return nil
 		}
-		return backendErr(err)
+		return backendErr(ctx, err)
 	}
 	v := serverVersion(info)
 	if v == "" {

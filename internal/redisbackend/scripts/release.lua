@@ -15,20 +15,29 @@
 --   0   the lock is not held by this owner (expired, or taken over)
 --  -1   the owner holds the lock but not this hold: it was already released
 --       (a retried release), nothing changed
+--
+-- Scripts do not roll back: a command that fails (an ACL that refuses it,
+-- say) leaves the writes before it in place. So all checks come first, and
+-- the first write decides: when the last hold goes, DEL is that write, and
+-- the lock is either untouched or gone.
 
-if ARGV[2] == '0' then
-  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
-    return 0
-  end
-elseif redis.call('HDEL', KEYS[1], 'h:' .. ARGV[1] .. ':' .. ARGV[2]) == 0 then
-  -- Not this owner's hold, or no longer: tell the two apart.
-  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
-    return 0
-  end
-  return -1
-elseif redis.call('HINCRBY', KEYS[1], 'holds', -1) > 0 then
-  return 2
+local state = redis.call('HMGET', KEYS[1], 'owner', 'holds')
+if state[1] ~= ARGV[1] then
+  return 0
 end
+
+if ARGV[2] ~= '0' then
+  local hold = 'h:' .. ARGV[1] .. ':' .. ARGV[2]
+  if redis.call('HGET', KEYS[1], hold) == false then
+    return -1
+  end
+  if tonumber(state[2]) > 1 then
+    redis.call('HDEL', KEYS[1], hold)
+    redis.call('HINCRBY', KEYS[1], 'holds', -1)
+    return 2
+  end
+end
+
 redis.call('DEL', KEYS[1])
 if ARGV[4] == 's' then
   redis.call('SPUBLISH', ARGV[3], ARGV[5])
