@@ -230,6 +230,9 @@ func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, 
 	case res := <-done:
 		if res.err != nil {
 			e.cleanup(r)
+			if e.abandon.Err() != nil && errors.Is(res.err, context.Canceled) {
+				return Grant{}, sent, ErrClosed // abandoned by Close
+			}
 			return Grant{}, sent, fmt.Errorf("lock %q: %w", r.Name, res.err)
 		}
 		return res.g, sent, nil
