@@ -1,0 +1,427 @@
+//go:build linux
+
+package safety
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/distlock/distlock/redistest"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// Fault kinds injected by the scheduler.
+const (
+	faultHolderKill   = "holder-sigkill"
+	faultHolderPause  = "holder-sigstop"
+	faultRedisPause   = "redis-sigstop"
+	faultRedisRestart = "redis-restart"
+	faultLatency      = "proxy-latency"
+	faultTimeout      = "proxy-timeout"
+	faultReset        = "proxy-reset-peer"
+	faultScriptFlush  = "script-flush"
+	faultPoolHog      = "pool-exhaustion"
+	faultCancelStorm  = "ctx-cancel-storm"
+)
+
+var faultKinds = []string{faultHolderKill, faultHolderPause, faultRedisPause, faultRedisRestart,
+	faultLatency, faultTimeout, faultReset, faultScriptFlush, faultPoolHog, faultCancelStorm}
+
+// benign faults do not break the mutex model: windows that contain them are
+// still checked for linearizability (SCRIPT FLUSH must be invisible, and
+// cancelled acquisitions are in the model as operations of unknown outcome).
+var benignFaults = map[string]bool{faultScriptFlush: true, faultCancelStorm: true}
+
+// A fault is one injected fault; times are CLOCK_MONOTONIC ns.
+type fault struct {
+	Kind       string
+	Start, End int64
+	Slot       int
+	Client     int
+	Detail     string
+}
+
+// clientProc is one chaos client process.
+type clientProc struct {
+	id      int
+	slot    int
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	history string
+	stderr  string
+	done    chan struct{}
+	err     error
+
+	mu     sync.Mutex
+	killAt int64      // mono, 0 if not killed
+	pauses [][2]int64 // mono intervals during which it was stopped
+}
+
+func (p *clientProc) send(line string) {
+	_, _ = io.WriteString(p.stdin, line+"\n")
+}
+
+// chaosRun is the parent side of a chaos run.
+type chaosRun struct {
+	t        *testing.T
+	rng      *rand.Rand
+	seed     int64
+	lease    time.Duration
+	dir      string
+	lockSrv  *redistest.Server
+	storeSrv *redistest.Server
+	ctl      *redis.Client // direct to the lock server, for the scheduler
+	proxies  []*toxiproxy.Proxy
+	names    []string
+
+	mu      sync.Mutex
+	procs   []*clientProc // every process ever started
+	current []*clientProc // by slot
+	nextID  int
+	faults  []fault
+	start   int64
+}
+
+func chaosDuration() time.Duration {
+	switch {
+	case *flagDuration > 0:
+		return *flagDuration
+	case *flagLong:
+		return 8 * time.Minute
+	}
+	return 25 * time.Second
+}
+
+// TestChaos runs client processes that loop acquire -> fenced read -> work
+// -> fenced write -> release on a few lock names while a seeded scheduler
+// injects faults, then checks the recorded history (see checks_test.go).
+func TestChaos(t *testing.T) {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano() % 1_000_000_000
+	}
+	dur := chaosDuration()
+	t.Logf("chaos: seed %d, duration %v (replay: go test -race -run TestChaos -seed=%d -chaos.duration=%v)", seed, dur, seed, dur)
+	r := &chaosRun{t: t, rng: rand.New(rand.NewSource(seed)), seed: seed, lease: *flagLease, dir: t.TempDir()}
+	for i := 0; i < *flagNames; i++ {
+		r.names = append(r.names, fmt.Sprintf("chaos-%d", i))
+	}
+	r.lockSrv = redistest.Start(t, redistest.WithArgs("--hz", "100"))
+	r.storeSrv = redistest.Start(t)
+	opt := r.lockSrv.Options()
+	opt.MaxRetries = -1
+	r.ctl = redis.NewClient(opt)
+	defer r.ctl.Close()
+	store := r.storeSrv.Client(t)
+
+	mon := newMonitor(r.lockSrv.Addr(), "distlock:")
+	monCtx, monStop := context.WithCancel(context.Background())
+	monDone := make(chan struct{})
+	ready := make(chan struct{})
+	go func() { defer close(monDone); mon.run(monCtx, ready) }()
+	defer func() { monStop(); <-monDone }()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("MONITOR did not start")
+	}
+
+	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	for i := 0; i < *flagClients; i++ {
+		p := toxiproxy.NewProxy(tp, fmt.Sprintf("client-%d", i), "127.0.0.1:0", r.lockSrv.Addr())
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.proxies = append(r.proxies, p)
+	}
+	defer func() {
+		for _, p := range r.proxies {
+			p.Stop()
+		}
+	}()
+
+	r.start = mono()
+	r.current = make([]*clientProc, len(r.proxies))
+	for i := range r.proxies {
+		r.spawn(i)
+	}
+	r.schedule(time.Now().Add(dur))
+	runEnd := mono()
+	r.stopClients()
+	for _, p := range r.proxies {
+		p.Stop()
+	}
+
+	rep := r.check(store, mon, runEnd)
+	rep.Seed, rep.Duration = seed, dur.String()
+	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run 'TestChaos$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.lease=%v -chaos.work=%v -v .",
+		seed, dur, *flagClients, *flagWorkers, *flagNames, r.lease, *flagWork)
+	rep.log(t)
+	if *flagReport != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*flagReport, b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, v := range rep.violations() {
+		t.Error(v)
+	}
+}
+
+// spawn starts a client process in slot.
+func (r *chaosRun) spawn(slot int) *clientProc {
+	r.mu.Lock()
+	id := r.nextID
+	r.nextID++
+	r.mu.Unlock()
+	cfg := clientConfig{
+		ID:          id,
+		LockAddr:    r.proxies[slot].Listen,
+		StoreAddr:   r.storeSrv.Addr(),
+		Names:       r.names,
+		Lease:       r.lease,
+		Workers:     *flagWorkers,
+		Seed:        r.seed,
+		History:     filepath.Join(r.dir, fmt.Sprintf("client-%d.jsonl", id)),
+		PoolSize:    4,
+		PoolTimeout: r.lease / 4,
+		WorkMax:     *flagWork,
+		CancelRate:  0.05,
+		TryRate:     0.2,
+	}
+	b, _ := json.Marshal(cfg)
+	p := &clientProc{id: id, slot: slot, history: cfg.History, stderr: filepath.Join(r.dir, fmt.Sprintf("client-%d.stderr", id)), done: make(chan struct{})}
+	errf, err := os.Create(p.stderr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer errf.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=chaos-client", configEnv+"="+string(b))
+	cmd.Stdout = errf
+	cmd.Stderr = errf
+	// Killed with the test binary, so that a crashed run leaves nothing.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.stdin, err = cmd.StdinPipe()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	p.cmd = cmd
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	r.mu.Lock()
+	r.procs = append(r.procs, p)
+	r.current[slot] = p
+	r.mu.Unlock()
+	return p
+}
+
+// stopClients asks every client to stop, and waits for them to finish
+// their current round, release, close and check for leaks.
+func (r *chaosRun) stopClients() {
+	for _, p := range r.current {
+		p.send("stop")
+		p.stdin.Close()
+	}
+	deadline := time.After(60 * time.Second)
+	for _, p := range r.current {
+		select {
+		case <-p.done:
+		case <-deadline:
+			r.t.Errorf("client %d did not stop within 60s; killing it", p.id)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// schedule injects faults until end: first every kind once in a seeded
+// order, then kinds at random; between faults a short gap, and now and then
+// a quiet stretch of several leases for the linearizability windows.
+func (r *chaosRun) schedule(end time.Time) {
+	L := r.lease
+	frac := func(lo, hi float64) time.Duration {
+		return time.Duration((lo + r.rng.Float64()*(hi-lo)) * float64(L))
+	}
+	order := slices.Clone(faultKinds)
+	r.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	pace := func(d time.Duration) bool {
+		if time.Now().Add(d).After(end) {
+			return false
+		}
+		time.Sleep(d) // the scheduler's own pacing
+		return true
+	}
+	if !pace(frac(1, 2)) {
+		return
+	}
+	for n := 0; ; n++ {
+		kind := faultKinds[r.rng.Intn(len(faultKinds))]
+		if n < len(order) {
+			kind = order[n]
+		}
+		if time.Now().Add(3 * L).After(end) {
+			return
+		}
+		r.inject(kind, frac)
+		gap := frac(0.3, 1)
+		if r.rng.Intn(4) == 0 {
+			gap = frac(4, 6)
+		}
+		if !pace(gap) {
+			return
+		}
+	}
+}
+
+func (r *chaosRun) record(f fault) {
+	r.mu.Lock()
+	r.faults = append(r.faults, f)
+	r.mu.Unlock()
+}
+
+// holderSlot finds a slot whose client holds a lock now, or a random slot.
+func (r *chaosRun) holderSlot() int {
+	ctx, cancel := context.WithTimeout(context.Background(), r.lease/2)
+	defer cancel()
+	var pids []int
+	for _, n := range r.names {
+		if pid, err := r.ctl.HGet(ctx, "distlock:{"+n+"}", "pid").Int(); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	r.rng.Shuffle(len(pids), func(i, j int) { pids[i], pids[j] = pids[j], pids[i] })
+	for _, pid := range pids {
+		for i, p := range r.current {
+			if p.cmd.Process.Pid == pid {
+				return i
+			}
+		}
+	}
+	return r.rng.Intn(len(r.current))
+}
+
+func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) {
+	t := r.t
+	f := fault{Kind: kind, Slot: -1, Client: -1}
+	switch kind {
+	case faultHolderKill:
+		slot := r.holderSlot()
+		p := r.current[slot]
+		f.Slot, f.Client = slot, p.id
+		f.Start = mono()
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		p.mu.Lock()
+		p.killAt = mono()
+		p.mu.Unlock()
+		<-p.done
+		f.End = mono()
+		r.spawn(slot)
+	case faultHolderPause:
+		slot := r.holderSlot()
+		p := r.current[slot]
+		f.Slot, f.Client = slot, p.id
+		d := frac(1.2, 2.5)
+		f.Detail = d.String()
+		f.Start = mono()
+		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(d) // the fault's length
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		f.End = mono()
+		p.mu.Lock()
+		p.pauses = append(p.pauses, [2]int64{f.Start, f.End})
+		p.mu.Unlock()
+	case faultRedisPause:
+		d := frac(0.3, 1.5)
+		f.Detail = d.String()
+		f.Start = mono()
+		if err := r.lockSrv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(d)
+		if err := r.lockSrv.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		f.End = mono()
+	case faultRedisRestart:
+		f.Start = mono()
+		if err := r.lockSrv.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		f.End = mono()
+	case faultLatency, faultTimeout, faultReset:
+		slot := r.rng.Intn(len(r.proxies))
+		p := r.proxies[slot]
+		f.Slot, f.Client = slot, r.current[slot].id
+		var toxic string
+		var d time.Duration
+		switch kind {
+		case faultLatency:
+			lat := frac(0.1, 0.6)
+			stream := []string{"downstream", "upstream"}[r.rng.Intn(2)]
+			toxic = fmt.Sprintf(`{"name":"fault","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":%d}}`,
+				stream, lat.Milliseconds(), lat.Milliseconds()/5)
+			d = frac(1, 2)
+			f.Detail = fmt.Sprintf("%v %s for %v", lat, stream, d)
+		case faultTimeout:
+			toxic = `{"name":"fault","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`
+			d = frac(0.5, 1.5)
+			f.Detail = "black hole for " + d.String()
+		case faultReset:
+			toxic = `{"name":"fault","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`
+			d = frac(0.2, 0.6)
+			f.Detail = "resets for " + d.String()
+		}
+		f.Start = mono()
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(d)
+		if err := p.Toxics.RemoveToxic(context.Background(), "fault"); err != nil {
+			t.Fatal(err)
+		}
+		f.End = mono()
+	case faultScriptFlush:
+		f.Start = mono()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := r.ctl.ScriptFlush(ctx).Err()
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.End = mono()
+	case faultPoolHog, faultCancelStorm:
+		slot := r.rng.Intn(len(r.current))
+		p := r.current[slot]
+		f.Slot, f.Client = slot, p.id
+		d := frac(1, 2)
+		f.Detail = d.String()
+		f.Start = mono()
+		if kind == faultPoolHog {
+			p.send(fmt.Sprintf("hog %d", d.Milliseconds()))
+			d += r.lease / 4 // PoolTimeout: a Ping may finish that late
+		} else {
+			p.send(fmt.Sprintf("cancel %d", d.Milliseconds()))
+		}
+		time.Sleep(d)
+		f.End = mono()
+	}
+	r.record(f)
+}

@@ -1,0 +1,776 @@
+//go:build linux
+
+package safety
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+)
+
+// chaosReport holds the figures and verdicts of a chaos run.
+type chaosReport struct {
+	Seed     int64
+	Duration string
+	Command  string
+	Lease    string
+
+	Faults          map[string]int
+	Processes       int // client processes started (replacements of killed ones included)
+	Acquisitions    int // successful Lock/TryLock
+	AcquireOutcomes map[string]int
+	ReleaseOutcomes map[string]int
+	Renewals        int64
+	RenewFailures   int64
+	Losses          int
+	FencedOps       map[string]int
+
+	Linearizability struct {
+		Windows, Checked, Ok, Illegal, Timeout, SkippedLoss int
+		Operations                                          int
+		CleanTime                                           string
+		IllegalDetail                                       []string
+	}
+	Overlap struct {
+		Intervals, Checked, ExcludedPaused, ExcludedRestart int
+		Overlaps                                            int // among checked: must be 0
+		OverlapsExcluded                                    int // involving a paused holder or a restart: expected, caught by fencing
+		Detail                                              []string
+	}
+	Fencing struct {
+		fenceReport
+		RejectedWhileValid  int // a valid, unpaused holder's op refused: must be 0
+		RejectedAfterPause  int
+		RejectedAfterLoss   int
+		RejectedAfterRestrt int
+		Errors              []string
+	}
+	Tokens struct {
+		Pairs      int // acquisitions checked against all that returned before they were called
+		Violations int
+		Server     int // tenures seen by MONITOR
+		ServerBack int // tenures whose token was not above the previous one of the key
+	}
+	LossSignal struct {
+		Losses, Checked, First, Late       int
+		ExcludedPaused, ExcludedRestart    int
+		EndedByRelease, Unmatched          int
+		NeverHandedOut                     int
+		MinLeadMs, MedianLeadMs, P99LeadMs float64
+		Detail                             []string
+	}
+	Orphans struct {
+		ExpiringAtClose int // lock hashes of killed or lost holders left at close, awaited
+		Left            int // lock hashes left after they expired: must be 0
+		NoTTL           int
+	}
+	Leaks struct {
+		Clients, Leaking int
+		Detail           []string
+	}
+	ClientFailures []string
+	MonitorLines   int
+}
+
+func (rep *chaosReport) violations() []string {
+	var v []string
+	l := &rep.Linearizability
+	if l.Illegal > 0 {
+		v = append(v, fmt.Sprintf("linearizability: %d illegal histories: %v", l.Illegal, l.IllegalDetail))
+	}
+	if rep.Overlap.Overlaps > 0 {
+		v = append(v, fmt.Sprintf("validity intervals overlap: %d: %v", rep.Overlap.Overlaps, rep.Overlap.Detail))
+	}
+	f := &rep.Fencing
+	if f.StaleAccepted+f.LostUpdates+f.WronglyRejected+f.RejectedWhileValid > 0 || len(f.Errors) > 0 {
+		v = append(v, fmt.Sprintf("fencing: %d stale writes accepted, %d lost updates, %d wrongly rejected, %d ops of valid holders rejected; %v",
+			f.StaleAccepted, f.LostUpdates, f.WronglyRejected, f.RejectedWhileValid, f.Errors))
+	}
+	if rep.Tokens.Violations > 0 || rep.Tokens.ServerBack > 0 {
+		v = append(v, fmt.Sprintf("tokens: %d out of order, %d not increasing on the server", rep.Tokens.Violations, rep.Tokens.ServerBack))
+	}
+	if rep.LossSignal.Late > 0 {
+		v = append(v, fmt.Sprintf("loss signal after the server could expire the key: %d: %v", rep.LossSignal.Late, rep.LossSignal.Detail))
+	}
+	if rep.Orphans.Left > 0 || rep.Orphans.NoTTL > 0 {
+		v = append(v, fmt.Sprintf("orphan locks: %d left, %d without TTL", rep.Orphans.Left, rep.Orphans.NoTTL))
+	}
+	if rep.Leaks.Leaking > 0 {
+		v = append(v, fmt.Sprintf("goroutine leaks in %d clients: %v", rep.Leaks.Leaking, rep.Leaks.Detail))
+	}
+	v = append(v, rep.ClientFailures...)
+	if rep.Acquisitions == 0 {
+		v = append(v, "no acquisition succeeded")
+	}
+	return v
+}
+
+func (rep *chaosReport) log(t *testing.T) {
+	t.Logf("faults injected: %v", rep.Faults)
+	t.Logf("processes %d, acquisitions %d, acquire outcomes %v, release outcomes %v, renewals %d, renewal failures %d, losses %d, fenced ops %v",
+		rep.Processes, rep.Acquisitions, rep.AcquireOutcomes, rep.ReleaseOutcomes, rep.Renewals, rep.RenewFailures, rep.Losses, rep.FencedOps)
+	l := rep.Linearizability
+	t.Logf("linearizability (porcupine, mutex model): %d fault-free windows (%s), %d histories checked, %d ok, %d illegal, %d timed out, %d skipped (loss without fault), %d ops",
+		l.Windows, l.CleanTime, l.Checked, l.Ok, l.Illegal, l.Timeout, l.SkippedLoss, l.Operations)
+	o := rep.Overlap
+	t.Logf("validity overlap: %d intervals, %d checked, %d overlaps; excluded %d paused, %d across a restart (%d overlaps among them, expected)",
+		o.Intervals, o.Checked, o.Overlaps, o.ExcludedPaused, o.ExcludedRestart, o.OverlapsExcluded)
+	f := rep.Fencing
+	t.Logf("fencing: %d reads, %d writes accepted; %d reads, %d writes refused (%d after a pause, %d after a loss, %d after a restart); stale accepted %d, lost updates %d, wrongly refused %d, valid holders refused %d",
+		f.Reads, f.Writes, f.RejectedReads, f.RejectedWrites, f.RejectedAfterPause, f.RejectedAfterLoss, f.RejectedAfterRestrt, f.StaleAccepted, f.LostUpdates, f.WronglyRejected, f.RejectedWhileValid)
+	t.Logf("tokens: %d ordered pairs checked, %d violations; server: %d tenures, %d not increasing", rep.Tokens.Pairs, rep.Tokens.Violations, rep.Tokens.Server, rep.Tokens.ServerBack)
+	s := rep.LossSignal
+	t.Logf("loss signal: %d losses, %d checked (%d of them after a release call), %d first, %d late; excluded %d paused, %d restart (data loss), %d never handed out, %d unmatched; lead before the server expiry min %.1f ms, median %.1f ms, p99 %.1f ms",
+		s.Losses, s.Checked, s.EndedByRelease, s.First, s.Late, s.ExcludedPaused, s.ExcludedRestart, s.NeverHandedOut, s.Unmatched, s.MinLeadMs, s.MedianLeadMs, s.P99LeadMs)
+	t.Logf("orphans: %d expiring at close (awaited), %d left, %d without TTL; leaks: %d clients checked, %d leaking", rep.Orphans.ExpiringAtClose, rep.Orphans.Left, rep.Orphans.NoTTL, rep.Leaks.Clients, rep.Leaks.Leaking)
+}
+
+// acquisition is one successful (or not) Lock/TryLock of the history.
+type acquisition struct {
+	acq     record
+	proc    *clientProc
+	rel     *record
+	cancelT int64 // first cancellation of the lease context, 0 if none
+	lost    *record
+	ops     []record
+}
+
+func (a *acquisition) ok() bool { return a.acq.Res == "ok" }
+
+// validEnd is the end of the holder's validity interval.
+func (a *acquisition) validEnd(runEnd int64) int64 {
+	end := runEnd
+	if a.rel != nil {
+		end = min(end, a.rel.Call)
+	}
+	if a.cancelT != 0 {
+		end = min(end, a.cancelT)
+	}
+	if a.lost != nil {
+		end = min(end, a.lost.T)
+	}
+	if k := a.proc.killAt; k != 0 {
+		end = min(end, k)
+	}
+	return end
+}
+
+func (p *clientProc) pausedDuring(from, to int64) bool {
+	for _, iv := range p.pauses {
+		if iv[0] < to && iv[1] > from {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *chaosRun) restartDuring(from, to int64) bool {
+	for _, f := range r.faults {
+		if f.Kind == faultRedisRestart && f.Start < to && f.End > from {
+			return true
+		}
+	}
+	return false
+}
+
+// check reads the histories and runs every checker.
+func (r *chaosRun) check(store *redis.Client, mon *monitor, runEnd int64) *chaosReport {
+	t := r.t
+	rep := &chaosReport{Faults: map[string]int{}, AcquireOutcomes: map[string]int{}, ReleaseOutcomes: map[string]int{}, FencedOps: map[string]int{}, Lease: r.lease.String()}
+	for _, f := range r.faults {
+		rep.Faults[f.Kind]++
+	}
+	rep.Processes = len(r.procs)
+
+	byName := map[string][]*acquisition{}
+	var losses []record
+	byToken := map[string]*acquisition{}
+	for _, p := range r.procs {
+		recs, err := readHistory(p.history)
+		if err != nil {
+			t.Errorf("client %d: %v", p.id, err)
+			continue
+		}
+		owners := map[int64]*acquisition{}
+		var last record
+		for _, rec := range recs {
+			switch rec.K {
+			case "acq":
+				a := &acquisition{acq: rec, proc: p}
+				owners[rec.Owner] = a
+				byName[rec.Name] = append(byName[rec.Name], a)
+				k := rec.Res
+				if k == "ctx" && rec.Cancel {
+					k = "ctx-cancelled-midway"
+				} else if k == "ctx" {
+					k = "ctx-wait-timeout"
+				}
+				rep.AcquireOutcomes[k]++
+				if a.ok() {
+					rep.Acquisitions++
+					byToken[holdKey(rec.Name, rec.Token)] = a
+				}
+			case "rel":
+				if a := owners[rec.Owner]; a != nil {
+					rc := rec
+					a.rel = &rc
+				}
+				rep.ReleaseOutcomes[rec.Res]++
+			case "cancel":
+				if a := owners[rec.Owner]; a != nil && (a.cancelT == 0 || rec.T < a.cancelT) {
+					a.cancelT = rec.T
+				}
+			case "lost":
+				rec.Client = p.id
+				losses = append(losses, rec)
+			case "op":
+				if a := owners[rec.Owner]; a != nil {
+					a.ops = append(a.ops, rec)
+				}
+				k := rec.Op + "-refused"
+				if rec.Acc {
+					k = rec.Op + "-accepted"
+				}
+				if rec.Err != "" {
+					k = rec.Op + "-error"
+				}
+				rep.FencedOps[k]++
+			case "stats", "done":
+				last = rec
+			}
+		}
+		rep.Renewals += last.Renewed
+		rep.RenewFailed(last)
+		if p.killAt == 0 {
+			rep.Leaks.Clients++
+			if last.K != "done" {
+				rep.ClientFailures = append(rep.ClientFailures, fmt.Sprintf("client %d ended without its done record: %v\n%s", p.id, p.err, tail(p.stderr)))
+			} else if last.Leaks > 0 {
+				rep.Leaks.Leaking++
+				rep.Leaks.Detail = append(rep.Leaks.Detail, fmt.Sprintf("client %d: %s", p.id, last.LeakText))
+			}
+			if p.err != nil {
+				rep.ClientFailures = append(rep.ClientFailures, fmt.Sprintf("client %d exited with %v\n%s", p.id, p.err, tail(p.stderr)))
+			}
+		}
+		if b, _ := os.ReadFile(p.stderr); strings.Contains(string(b), "DATA RACE") || strings.Contains(string(b), "panic:") {
+			rep.ClientFailures = append(rep.ClientFailures, fmt.Sprintf("client %d: race or panic:\n%s", p.id, tail(p.stderr)))
+		}
+	}
+	for _, l := range losses {
+		if a := byToken[holdKey(l.Name, l.Token)]; a != nil {
+			lc := l
+			a.lost = &lc
+		}
+	}
+	rep.Losses = len(losses)
+
+	r.checkOverlap(rep, byName, runEnd)
+	r.checkTokens(rep, byName, mon)
+	r.checkFencing(rep, store, byName, runEnd)
+	r.checkLossSignal(rep, losses, byToken, mon)
+	r.checkLinearizable(rep, byName, runEnd)
+	r.checkOrphans(rep)
+	mon.mu.Lock()
+	rep.MonitorLines = mon.lines
+	if mon.err != nil {
+		rep.ClientFailures = append(rep.ClientFailures, "monitor: "+mon.err.Error())
+	}
+	mon.mu.Unlock()
+	return rep
+}
+
+func (rep *chaosReport) RenewFailed(last record) { rep.RenewFailures += last.RenewFailed }
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+// checkOverlap checks that the validity intervals [acquire reply,
+// min(release call, lease context cancelled, process killed)] of different
+// owners of a lock never overlap, for holders that were not paused and
+// whose lock did not live through a Redis restart (data loss).
+func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisition, runEnd int64) {
+	type iv struct {
+		from, to int64
+		a        *acquisition
+		excluded bool
+	}
+	for name, as := range byName {
+		var ivs []iv
+		for _, a := range as {
+			if !a.ok() {
+				continue
+			}
+			end := a.validEnd(runEnd)
+			x := iv{from: a.acq.Ret, to: end, a: a}
+			rep.Overlap.Intervals++
+			switch {
+			case a.proc.pausedDuring(a.acq.Call, end):
+				x.excluded = true
+				rep.Overlap.ExcludedPaused++
+			case r.restartDuring(a.acq.Call, end):
+				x.excluded = true
+				rep.Overlap.ExcludedRestart++
+			default:
+				rep.Overlap.Checked++
+			}
+			ivs = append(ivs, x)
+		}
+		slices.SortFunc(ivs, func(a, b iv) int { return cmp.Compare(a.from, b.from) })
+		sweep := func(all bool) (n int, detail []string) {
+			var cur *iv
+			for i := range ivs {
+				x := &ivs[i]
+				if !all && x.excluded {
+					continue
+				}
+				if cur != nil && x.from < cur.to {
+					n++
+					if len(detail) < 5 {
+						detail = append(detail, fmt.Sprintf("%s: owner %d (client %d, token %d) [%d, %d] overlaps owner %d (client %d, token %d) [%d, %d] by %v",
+							name, cur.a.acq.Owner, cur.a.proc.id, cur.a.acq.Token, cur.from, cur.to, x.a.acq.Owner, x.a.proc.id, x.a.acq.Token, x.from, x.to, time.Duration(cur.to-x.from)))
+					}
+				}
+				if cur == nil || x.to > cur.to {
+					cur = x
+				}
+			}
+			return n, detail
+		}
+		n, d := sweep(false)
+		rep.Overlap.Overlaps += n
+		rep.Overlap.Detail = append(rep.Overlap.Detail, d...)
+		all, _ := sweep(true)
+		rep.Overlap.OverlapsExcluded += all - n
+	}
+}
+
+// checkTokens checks that an acquisition that returned before another was
+// called has the lower token (restarts included: tokens are at least the
+// server time in µs), and that the server minted increasing tokens.
+func (r *chaosRun) checkTokens(rep *chaosReport, byName map[string][]*acquisition, mon *monitor) {
+	for name, as := range byName {
+		var ok []*acquisition
+		for _, a := range as {
+			if a.ok() {
+				ok = append(ok, a)
+			}
+		}
+		slices.SortFunc(ok, func(a, b *acquisition) int { return cmp.Compare(a.acq.Ret, b.acq.Ret) })
+		prefMax := make([]uint64, len(ok))
+		for i, a := range ok {
+			prefMax[i] = a.acq.Token
+			if i > 0 {
+				prefMax[i] = max(prefMax[i], prefMax[i-1])
+			}
+		}
+		for _, b := range ok {
+			i := sort.Search(len(ok), func(i int) bool { return ok[i].acq.Ret >= b.acq.Call })
+			if i == 0 {
+				continue
+			}
+			rep.Tokens.Pairs++
+			if prefMax[i-1] >= b.acq.Token {
+				rep.Tokens.Violations++
+				r.t.Logf("token order: %s: token %d of owner %d is not above %d, returned before it was called", name, b.acq.Token, b.acq.Owner, prefMax[i-1])
+			}
+		}
+	}
+	mon.mu.Lock()
+	defer mon.mu.Unlock()
+	type st struct {
+		start int64
+		tok   uint64
+	}
+	perKey := map[string][]st{}
+	for k, t := range mon.tenures {
+		perKey[k.key] = append(perKey[k.key], st{t.Start, k.token})
+	}
+	for _, s := range perKey {
+		slices.SortFunc(s, func(a, b st) int { return cmp.Compare(a.start, b.start) })
+		for i := range s {
+			rep.Tokens.Server++
+			if i > 0 && s[i].tok <= s[i-1].tok {
+				rep.Tokens.ServerBack++
+			}
+		}
+	}
+}
+
+// checkFencing replays the store's log of every register, and checks that
+// no operation of a valid, unpaused holder was refused.
+func (r *chaosRun) checkFencing(rep *chaosReport, store *redis.Client, byName map[string][]*acquisition, runEnd int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := &rep.Fencing
+	for _, name := range r.names {
+		fr := checkRegister(ctx, store, name)
+		f.Reads += fr.Reads
+		f.Writes += fr.Writes
+		f.RejectedReads += fr.RejectedReads
+		f.RejectedWrites += fr.RejectedWrites
+		f.StaleAccepted += fr.StaleAccepted
+		f.LostUpdates += fr.LostUpdates
+		f.WronglyRejected += fr.WronglyRejected
+		if fr.Err != "" {
+			f.Errors = append(f.Errors, fr.Err)
+		}
+		for _, a := range byName[name] {
+			end := a.validEnd(runEnd)
+			for _, op := range a.ops {
+				if op.Acc || op.Err != "" {
+					continue
+				}
+				switch {
+				case a.proc.pausedDuring(a.acq.Call, op.Ret):
+					f.RejectedAfterPause++
+				case r.restartDuring(a.acq.Call, op.Ret):
+					f.RejectedAfterRestrt++
+				case op.Ret > end:
+					f.RejectedAfterLoss++
+				default:
+					f.RejectedWhileValid++
+					r.t.Logf("fencing: %s: %s of owner %d (token %d) refused while its lease was valid", name, op.Op, a.acq.Owner, a.acq.Token)
+				}
+			}
+		}
+	}
+}
+
+// checkLossSignal checks, for every loss of an unpaused holder, that its
+// lease context was cancelled before the server could have expired or
+// deleted the key (from the MONITOR timeline, on CLOCK_REALTIME).
+func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken map[string]*acquisition, mon *monitor) {
+	s := &rep.LossSignal
+	s.Losses = len(losses)
+	var leads []float64
+	for _, l := range losses {
+		a := byToken[holdKey(l.Name, l.Token)]
+		from := l.T - 3*int64(r.lease)
+		var p *clientProc
+		for _, q := range r.procs {
+			if q.id == l.Client {
+				p = q
+			}
+		}
+		// The holder stops believing it holds the lock at its loss
+		// signal, or at its release call if that came first (a release
+		// that went through on the server but whose reply was lost).
+		if a == nil {
+			// The acquisition reply came after the lease deadline: the
+			// hold was never handed to the caller (Lock went on waiting).
+			s.NeverHandedOut++
+			continue
+		}
+		believed, believedWall := l.T, l.Wall
+		from = a.acq.Call
+		if a.rel != nil && a.rel.Call < l.T {
+			believed, believedWall = a.rel.Call, a.rel.Wall
+		}
+		if p != nil && p.pausedDuring(from, believed) {
+			s.ExcludedPaused++
+			continue
+		}
+		if r.restartDuring(from, believed) {
+			s.ExcludedRestart++
+			continue
+		}
+		ten, ok := mon.lookup("distlock:{"+l.Name+"}", l.Token)
+		if !ok {
+			s.Unmatched++
+			continue
+		}
+		if ten.Cut {
+			s.ExcludedRestart++
+			continue
+		}
+		s.Checked++
+		if believed != l.T {
+			s.EndedByRelease++
+		}
+		lead := ten.end() - believedWall
+		if lead > 0 {
+			s.First++
+			// The margin before the server's expiry (a DEL is the
+			// holder's own clean-up after the signal).
+			leads = append(leads, float64(ten.ExpBase+ten.ExpMs*1e6-believedWall)/1e6)
+		} else {
+			s.Late++
+			if len(s.Detail) < 10 {
+				s.Detail = append(s.Detail, fmt.Sprintf("%s token %d (client %d): signalled %v after the server end (%+v): %s", l.Name, l.Token, l.Client, time.Duration(-lead), ten, l.Err))
+			}
+		}
+	}
+	if len(leads) > 0 {
+		slices.Sort(leads)
+		s.MinLeadMs = leads[0]
+		s.MedianLeadMs = leads[len(leads)/2]
+		s.P99LeadMs = leads[len(leads)*99/100]
+	}
+}
+
+// checkOrphans checks that, once every client has closed, no lock hash is
+// left: those of killed holders must expire by themselves (awaited through
+// keyspace notifications), and none may lack a TTL.
+func (r *chaosRun) checkOrphans(rep *chaosReport) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*r.lease+10*time.Second)
+	defer cancel()
+	if err := r.ctl.ConfigSet(ctx, "notify-keyspace-events", "Egx").Err(); err != nil {
+		r.t.Errorf("orphans: %v", err)
+		return
+	}
+	ps := r.ctl.Subscribe(ctx, "__keyevent@0__:expired", "__keyevent@0__:del")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		r.t.Errorf("orphans: subscribe: %v", err)
+		return
+	}
+	if _, err := ps.Receive(ctx); err != nil {
+		r.t.Errorf("orphans: subscribe: %v", err)
+		return
+	}
+	left := func() map[string]bool {
+		keys, err := r.ctl.Keys(ctx, "distlock:{*}").Result()
+		if err != nil {
+			r.t.Errorf("orphans: %v", err)
+		}
+		out := map[string]bool{}
+		for _, k := range keys {
+			out[k] = true
+		}
+		return out
+	}
+	keys := left()
+	rep.Orphans.ExpiringAtClose = len(keys)
+	for k := range keys {
+		if ttl, err := r.ctl.Do(ctx, "PTTL", k).Int64(); err == nil && ttl == -1 {
+			rep.Orphans.NoTTL++
+			r.t.Logf("orphan without TTL: %s %v", k, r.ctl.HGetAll(ctx, k).Val())
+		}
+	}
+	ch := ps.Channel()
+	for len(keys) > 0 && rep.Orphans.NoTTL == 0 {
+		select {
+		case <-ch: // a key expired or was deleted: look again
+			keys = left()
+		case <-ctx.Done():
+			rep.Orphans.Left = len(left())
+			return
+		}
+	}
+	rep.Orphans.Left = len(left())
+}
+
+// The mutex model for porcupine (after correctness.md §3): the state is the
+// owner holding the lock, or -1. Operations of unknown outcome (cancelled or
+// failed acquisitions, and the background release that follows them) may
+// or may not take effect.
+type mIn struct {
+	acquire bool
+	owner   int64
+}
+
+type mOut struct{ ok, unknown bool }
+
+func mutexModel(init []int64) porcupine.Model {
+	return (&porcupine.NondeterministicModel{
+		Init: func() []interface{} {
+			out := []interface{}{int64(-1)}
+			for _, o := range init {
+				out = append(out, o)
+			}
+			return out
+		},
+		Step: func(st, in, out interface{}) []interface{} {
+			s, i, o := st.(int64), in.(mIn), out.(mOut)
+			switch {
+			case i.acquire && o.unknown:
+				if s == -1 {
+					return []interface{}{int64(-1), i.owner}
+				}
+				return []interface{}{s}
+			case i.acquire && o.ok:
+				if s == -1 {
+					return []interface{}{i.owner}
+				}
+				return nil
+			case i.acquire:
+				if s != -1 {
+					return []interface{}{s}
+				}
+				return nil
+			case o.unknown:
+				if s == i.owner {
+					return []interface{}{s, int64(-1)}
+				}
+				return []interface{}{s}
+			case o.ok:
+				if s == i.owner {
+					return []interface{}{int64(-1)}
+				}
+				return nil
+			default: // release found it not held by this owner
+				if s != i.owner {
+					return []interface{}{s}
+				}
+				return nil
+			}
+		},
+		DescribeOperation: func(in, out interface{}) string {
+			i, o := in.(mIn), out.(mOut)
+			op := "release"
+			if i.acquire {
+				op = "acquire"
+			}
+			res := fmt.Sprint(o.ok)
+			if o.unknown {
+				res = "?"
+			}
+			return fmt.Sprintf("%s(%d) -> %s", op, i.owner, res)
+		},
+	}).ToModel()
+}
+
+// checkLinearizable checks the mutex model on every window without a
+// disruptive fault in it or in the two leases before it, per lock name.
+func (r *chaosRun) checkLinearizable(rep *chaosReport, byName map[string][]*acquisition, runEnd int64) {
+	L := int64(r.lease)
+	type span struct{ from, to int64 }
+	var dirty []span
+	for _, f := range r.faults {
+		if !benignFaults[f.Kind] {
+			dirty = append(dirty, span{f.Start - int64(50*time.Millisecond), f.End + 2*L})
+		}
+	}
+	slices.SortFunc(dirty, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	var windows []span
+	at := r.start
+	for _, d := range dirty {
+		if d.from-at >= L {
+			windows = append(windows, span{at, d.from})
+		}
+		at = max(at, d.to)
+	}
+	if runEnd-at >= L {
+		windows = append(windows, span{at, runEnd})
+	}
+	lin := &rep.Linearizability
+	lin.Windows = len(windows)
+	var clean int64
+	for _, w := range windows {
+		clean += w.to - w.from
+	}
+	lin.CleanTime = time.Duration(clean).Round(time.Millisecond).String()
+	for _, w := range windows {
+		for name, as := range byName {
+			ops, init, loss := r.windowHistory(as, w.from, w.to, runEnd)
+			if loss {
+				lin.SkippedLoss++
+				continue
+			}
+			if len(ops) == 0 {
+				continue
+			}
+			lin.Checked++
+			lin.Operations += len(ops)
+			res, info := porcupine.CheckOperationsVerbose(mutexModel(init), ops, r.porcupineBudget())
+			switch res {
+			case porcupine.Ok:
+				lin.Ok++
+			case porcupine.Illegal:
+				lin.Illegal++
+				path := filepath.Join(r.dir, fmt.Sprintf("illegal-%s-%d.html", name, w.from))
+				if f, err := os.Create(path); err == nil {
+					_ = porcupine.Visualize(mutexModel(init), info, f)
+					f.Close()
+				}
+				lin.IllegalDetail = append(lin.IllegalDetail, fmt.Sprintf("%s window [%d, %d], %d ops (visualization %s)", name, w.from, w.to, len(ops), path))
+			default:
+				lin.Timeout++
+			}
+		}
+	}
+}
+
+// windowHistory builds the porcupine history of one lock in [from, to].
+// Operations that straddle the window's edges have an unknown outcome (a
+// fault just before or after may have decided it); holders that may hold
+// the lock at the window's start seed the initial states.
+func (r *chaosRun) windowHistory(as []*acquisition, from, to, runEnd int64) (ops []porcupine.Operation, init []int64, loss bool) {
+	L := int64(r.lease)
+	add := func(in mIn, out mOut, call, ret int64) {
+		if call >= to || ret <= from {
+			return
+		}
+		if call < from || ret > to {
+			out = mOut{unknown: true}
+		}
+		ops = append(ops, porcupine.Operation{Input: in, Call: call, Output: out, Return: ret})
+	}
+	for _, a := range as {
+		if a.lost != nil && a.lost.T > from && a.lost.T < to {
+			return nil, nil, true
+		}
+		c := a.acq
+		switch c.Res {
+		case "ok":
+			if c.Ret <= from {
+				if a.validEnd(runEnd) > from && (a.rel == nil || a.rel.Ret > from) {
+					init = append(init, c.Owner)
+				}
+			} else {
+				add(mIn{true, c.Owner}, mOut{ok: true}, c.Call, c.Ret)
+			}
+			if a.rel != nil {
+				var out mOut
+				switch a.rel.Res {
+				case "ok":
+					out.ok = true
+				case "lost", "notheld":
+				default:
+					out.unknown = true
+				}
+				add(mIn{false, c.Owner}, out, a.rel.Call, a.rel.Ret)
+			}
+		case "notacq":
+			add(mIn{true, c.Owner}, mOut{}, c.Call, c.Ret)
+		default:
+			// A cancelled or failed attempt may have taken the lock; the
+			// engine then releases it in the background, and in any case
+			// the lease (never renewed) ends it.
+			acqEnd := c.Ret + L/2
+			relEnd := acqEnd + L
+			if acqEnd <= from && relEnd > from {
+				init = append(init, c.Owner)
+			}
+			add(mIn{true, c.Owner}, mOut{unknown: true}, c.Call, acqEnd)
+			add(mIn{false, c.Owner}, mOut{unknown: true}, c.Call, relEnd)
+		}
+	}
+	return ops, init, false
+}
+
+// porcupineBudget bounds the check of one history: 20 s in long runs, 5 s
+// in the short one, which must stay quick (an undecided history is counted,
+// not failed).
+func (r *chaosRun) porcupineBudget() time.Duration {
+	if chaosDuration() > time.Minute {
+		return 20 * time.Second
+	}
+	return 5 * time.Second
+}

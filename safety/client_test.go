@@ -1,0 +1,343 @@
+package safety
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+// clientConfig configures one chaos client process.
+type clientConfig struct {
+	ID          int
+	LockAddr    string // the lock server, through this client's toxiproxy
+	StoreAddr   string // the fenced store, direct
+	Names       []string
+	Lease       time.Duration
+	Workers     int
+	Seed        int64
+	History     string
+	PoolSize    int
+	PoolTimeout time.Duration
+	WorkMax     time.Duration
+	CancelRate  float64 // share of acquisitions whose context is cancelled after 0-3 ms
+	TryRate     float64 // share of acquisitions made with TryLock
+}
+
+// chaosClient is the state of one client process.
+type chaosClient struct {
+	cfg   clientConfig
+	h     *historyWriter
+	locks *distlock.Client
+	rdb   *redis.Client
+	store *redis.Client
+	seq   atomic.Int64
+
+	stopping  atomic.Bool
+	cancelTil atomic.Int64 // mono: until then every acquisition is cancelled mid-way
+
+	renewed, renewFailed, lost atomic.Int64
+
+	mu     sync.Mutex
+	owners map[string]int64 // name/token -> owner, for the Lost event
+}
+
+// runChaosClient is the body of a client process: workers loop acquire ->
+// fenced read -> work -> fenced write -> release until the parent says
+// "stop" on stdin (or closes it). Commands: "hog MS" exhausts the go-redis
+// pool for MS ms; "cancel MS" cancels every acquisition mid-way for MS ms.
+func runChaosClient(cfgJSON string) int {
+	var cfg clientConfig
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "config:", err)
+		return 2
+	}
+	h, err := newHistoryWriter(cfg.History)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	c := &chaosClient{cfg: cfg, h: h, owners: map[string]int64{}}
+	c.seq.Store(int64(cfg.ID) * 1_000_000)
+	c.rdb = redis.NewClient(&redis.Options{
+		Addr:         cfg.LockAddr,
+		PoolSize:     cfg.PoolSize,
+		PoolTimeout:  cfg.PoolTimeout,
+		DialTimeout:  cfg.Lease / 2,
+		ReadTimeout:  cfg.Lease / 2,
+		WriteTimeout: cfg.Lease / 2,
+		MaxRetries:   1,
+	})
+	c.store = redis.NewClient(&redis.Options{Addr: cfg.StoreAddr, PoolSize: 2 * cfg.Workers})
+	c.locks = distlock.New(c.rdb, distlock.WithLogger(nil), distlock.WithEventHandler(c.onEvent))
+	h.write(record{K: "start", Client: cfg.ID, PID: os.Getpid(), T: mono()})
+
+	stats := make(chan struct{})
+	statsDone := make(chan struct{})
+	go func() {
+		defer close(statsDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				c.writeStats("stats", 0, "")
+			case <-stats:
+				return
+			}
+		}
+	}()
+	hogs := &sync.WaitGroup{}
+	cmdDone := make(chan struct{})
+	go func() {
+		defer close(cmdDone)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 0 {
+				continue
+			}
+			if f[0] == "stop" {
+				break
+			}
+			ms, _ := strconv.Atoi(f[len(f)-1])
+			d := time.Duration(ms) * time.Millisecond
+			switch f[0] {
+			case "hog":
+				hogs.Add(1)
+				go func() { defer hogs.Done(); c.hog(d) }()
+			case "cancel":
+				c.cancelTil.Store(mono() + d.Nanoseconds())
+			}
+		}
+		c.stopping.Store(true)
+	}()
+
+	var wg sync.WaitGroup
+	for w := 0; w < cfg.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.work(rand.New(rand.NewSource(cfg.Seed*131 + int64(cfg.ID)*17 + int64(w))))
+		}()
+	}
+	wg.Wait()
+	<-cmdDone
+	hogs.Wait()
+	close(stats)
+	<-statsDone
+	c.locks.Close()
+	c.rdb.Close()
+	c.store.Close()
+	var leakText string
+	leaks := 0
+	if err := goleak.Find(); err != nil {
+		leakText = err.Error()
+		leaks = strings.Count(leakText, "Goroutine ")
+		if leaks == 0 {
+			leaks = 1
+		}
+	}
+	c.writeStats("done", leaks, leakText)
+	h.close()
+	return 0
+}
+
+func (c *chaosClient) writeStats(kind string, leaks int, text string) {
+	c.h.write(record{K: kind, Client: c.cfg.ID, T: mono(), Renewed: c.renewed.Load(),
+		RenewFailed: c.renewFailed.Load(), Lost: c.lost.Load(), Leaks: leaks, LeakText: text})
+}
+
+func holdKey(name string, token uint64) string { return name + "/" + strconv.FormatUint(token, 10) }
+
+// onEvent runs synchronously on the engine's goroutine, right after a lease
+// context was cancelled for a loss: the closest reading of the loss signal.
+func (c *chaosClient) onEvent(e distlock.Event) {
+	switch e.Kind {
+	case distlock.EventRenewed:
+		c.renewed.Add(1)
+	case distlock.EventRenewFailed:
+		c.renewFailed.Add(1)
+	case distlock.EventLost:
+		t, w := mono(), wall()
+		c.lost.Add(1)
+		c.mu.Lock()
+		owner := c.owners[holdKey(e.Name, e.Token)]
+		c.mu.Unlock()
+		msg := ""
+		if e.Err != nil {
+			msg = e.Err.Error()
+		}
+		c.h.write(record{K: "lost", Client: c.cfg.ID, Owner: owner, Name: e.Name, Token: e.Token, T: t, Wall: w, Err: msg})
+	}
+}
+
+// classify names the outcome of a call for the checkers.
+func classify(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, distlock.ErrLockLost):
+		return "lost"
+	case errors.Is(err, distlock.ErrNotHeld):
+		return "notheld"
+	case errors.Is(err, distlock.ErrClosed):
+		return "closed"
+	case errors.Is(err, distlock.ErrNotAcquired) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return "ctx"
+	case errors.Is(err, distlock.ErrNotAcquired):
+		return "notacq"
+	case errors.Is(err, distlock.ErrBackend):
+		return "backend"
+	}
+	return "other"
+}
+
+func (c *chaosClient) work(rng *rand.Rand) {
+	lease := c.cfg.Lease
+	for !c.stopping.Load() {
+		name := c.cfg.Names[rng.Intn(len(c.cfg.Names))]
+		owner := c.seq.Add(1)
+		m := c.locks.Mutex(name, distlock.WithTTL(lease))
+		try := rng.Float64() < c.cfg.TryRate
+		cancelMid := rng.Float64() < c.cfg.CancelRate || mono() < c.cancelTil.Load()
+		var ctx context.Context
+		var cancel context.CancelFunc
+		if cancelMid {
+			ctx, cancel = context.WithTimeout(context.Background(), time.Duration(rng.Intn(3000))*time.Microsecond)
+		} else {
+			ctx, cancel = context.WithTimeout(context.Background(), 3*lease)
+		}
+		call := mono()
+		var l *distlock.Lease
+		var err error
+		if try {
+			l, err = m.TryLock(ctx)
+		} else {
+			l, err = m.Lock(ctx)
+		}
+		ret := mono()
+		cancel()
+		rec := record{K: "acq", Client: c.cfg.ID, Owner: owner, Name: name, Try: try, Call: call, Ret: ret, Res: classify(err), Cancel: cancelMid}
+		if err != nil {
+			rec.Err = err.Error()
+			c.h.write(rec)
+			if rec.Res == "other" || rec.Res == "backend" || rec.Res == "closed" {
+				// Redis unreachable: do not spin (the scheduler's faults
+				// last a fraction of a lease).
+				time.Sleep(time.Duration(10+rng.Intn(40)) * time.Millisecond)
+			}
+			continue
+		}
+		rec.Token = l.Token()
+		c.mu.Lock()
+		c.owners[holdKey(name, l.Token())] = owner
+		c.mu.Unlock()
+		c.h.write(rec)
+		context.AfterFunc(l.Context(), func() {
+			t := mono()
+			c.h.write(record{K: "cancel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, T: t, Err: fmt.Sprint(context.Cause(l.Context()))})
+		})
+		c.guarded(rng, l, name, owner)
+		if rng.Float64() < 0.05 {
+			// Re-enter and release the inner hold first.
+			if in, err := m.Lock(l.Context()); err == nil {
+				_ = in.Unlock(context.Background())
+			}
+		}
+		uctx, ucancel := context.WithTimeout(context.Background(), 2*lease)
+		call, callWall := mono(), wall()
+		err = l.Unlock(uctx)
+		ret = mono()
+		ucancel()
+		rel := record{K: "rel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, Call: call, Wall: callWall, Ret: ret, Res: classify(err)}
+		if err != nil {
+			rel.Err = err.Error()
+		}
+		c.h.write(rel)
+		c.mu.Lock()
+		delete(c.owners, holdKey(name, rec.Token))
+		c.mu.Unlock()
+	}
+}
+
+// guarded is the work done under the lock: a fenced read, some work, and a
+// fenced write of read+1. A third of the holders do not look at the lease
+// context before writing (the check-then-act gap of real code), so holders
+// that outlived their lease do try stale writes and the store must refuse
+// them.
+func (c *chaosClient) guarded(rng *rand.Rand, l *distlock.Lease, name string, owner int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tok := l.Token()
+	call := mono()
+	val, ok, err := fencedRead(ctx, c.store, name, tok, owner)
+	c.h.write(record{K: "op", Client: c.cfg.ID, Owner: owner, Name: name, Token: tok, Op: "r", Call: call, Ret: mono(), Acc: ok, Err: errString(err)})
+	if err != nil || !ok {
+		return
+	}
+	work := time.Duration(rng.Int63n(int64(c.cfg.WorkMax) + 1))
+	if rng.Float64() < 0.05 {
+		work = c.cfg.Lease + time.Duration(rng.Int63n(int64(c.cfg.Lease))) // outlives the lease: renewals
+	}
+	careful := rng.Intn(3) != 0
+	t := time.NewTimer(work)
+	select {
+	case <-t.C:
+	case <-l.Context().Done():
+		if careful {
+			t.Stop()
+			return
+		}
+		<-t.C
+	}
+	if careful && l.Context().Err() != nil {
+		return
+	}
+	call = mono()
+	ok, err = fencedWrite(ctx, c.store, name, tok, owner, val)
+	c.h.write(record{K: "op", Client: c.cfg.ID, Owner: owner, Name: name, Token: tok, Op: "w", Call: call, Ret: mono(), Acc: ok, Err: errString(err)})
+}
+
+// hog exhausts the lock client's connection pool for d: every connection
+// is taken and held, so renewals and acquisitions wait PoolTimeout and fail.
+func (c *chaosClient) hog(d time.Duration) {
+	end := time.Now().Add(d)
+	var conns []*redis.Conn
+	for len(conns) < c.cfg.PoolSize && time.Now().Before(end) {
+		cn := c.rdb.Conn()
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.PoolTimeout)
+		err := cn.Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			cn.Close()
+			continue
+		}
+		conns = append(conns, cn)
+	}
+	if wait := time.Until(end); wait > 0 {
+		time.Sleep(wait) // the fault's own length
+	}
+	for _, cn := range conns {
+		cn.Close()
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,62 @@
+package safety
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+// The chaos run re-executes this test binary as client processes; the mode
+// and configuration travel in the environment.
+const (
+	helperEnv = "DISTLOCK_SAFETY_HELPER"
+	configEnv = "DISTLOCK_SAFETY_CONFIG"
+)
+
+var (
+	flagSeed     = flag.Int64("seed", 0, "seed of the chaos fault schedule and workload (0: time-based; printed)")
+	flagDuration = flag.Duration("chaos.duration", 0, "length of the chaos run (default 25s, or 8m with -long)")
+	flagLong     = flag.Bool("long", false, "run the long chaos run (8m, >= 10k acquisitions) instead of the short one")
+	flagClients  = flag.Int("chaos.clients", 4, "client processes in the chaos run")
+	flagWorkers  = flag.Int("chaos.workers", 2, "acquiring goroutines per client process")
+	flagNames    = flag.Int("chaos.names", 3, "lock names in the chaos run")
+	flagLease    = flag.Duration("chaos.lease", time.Second, "lease (TTL) of the chaos run's locks")
+	flagWork     = flag.Duration("chaos.work", 100*time.Millisecond, "longest guarded work of a usual hold (5% of holds outlive the lease)")
+	flagReport   = flag.String("chaos.report", "", "write the chaos run's figures as JSON to this file")
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func runHelper(mode string) int {
+	switch mode {
+	case "chaos-client":
+		return runChaosClient(os.Getenv(configEnv))
+	}
+	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
+	return 2
+}
+
+// mono is CLOCK_MONOTONIC in nanoseconds: unlike Go's monotonic reading,
+// it is comparable across the processes of one machine.
+func mono() int64 { return clock(unix.CLOCK_MONOTONIC) }
+
+// wall is CLOCK_REALTIME in nanoseconds, the clock Redis expires keys by.
+func wall() int64 { return clock(unix.CLOCK_REALTIME) }
+
+func clock(id int32) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(id, &ts); err != nil {
+		panic(err)
+	}
+	return ts.Nano()
+}
