@@ -1,0 +1,288 @@
+// Command lockbench benchmarks distlock against its Go peers (a raw go-redis
+// baseline, go-redsync/redsync/v4, bsm/redislock and rueidislock) in one
+// invocation, on redis-server processes it starts itself on loopback
+// ports, and prints a markdown report with ratios to the baseline of the
+// same run. See ../../README.md.
+//
+//	go run ./cmd/lockbench -out ../docs/benchmarks.md -chart ../docs/benchmarks.png
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/distlock/distlock/bench/internal/harness"
+	"github.com/distlock/distlock/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	harness.RunWorkerIfRequested() // worker processes of scenarios d, e, f
+
+	cfg := harness.DefaultConfig()
+	flag.DurationVar(&cfg.Duration, "duration", cfg.Duration, "time per library per run in scenarios a-d (and 3× that bounds a run of e)")
+	runs := flag.Int("runs", 5, "runs of each scenario a-e; the report shows medians")
+	flag.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "hand-overs per library per run in scenario e")
+	scen := flag.String("scenarios", "a,b,c,d,e,f", "scenarios to run, comma-separated (a-f)")
+	libsFlag := flag.String("libs", "all", "libraries, comma-separated: "+strings.Join(harness.AllLibs, ",")+" (raw, the baseline, always runs)")
+	out := flag.String("out", "", "markdown file to write the report into (between <!-- lockbench:begin/end --> markers)")
+	chart := flag.String("chart", "", "PNG file to draw the ratio chart into")
+	flag.DurationVar(&cfg.Hold, "hold", cfg.Hold, "time in the critical section in scenarios c and d")
+	flag.IntVar(&cfg.Scale.Locks, "locks", cfg.Scale.Locks, "locks held in scenario f")
+	flag.DurationVar(&cfg.Scale.TTL, "scale-ttl", cfg.Scale.TTL, "lease of the locks held in scenario f")
+	flag.DurationVar(&cfg.Scale.Hold, "scale-hold", cfg.Scale.Hold, "how long renewals are measured in scenario f")
+	flag.IntVar(&cfg.Scale.Waiters, "waiters", cfg.Scale.Waiters, "waiting goroutines in scenario f")
+	flag.IntVar(&cfg.Scale.WaitKeys, "wait-keys", cfg.Scale.WaitKeys, "keys they wait on")
+	scaleRuns := flag.Int("scale-runs", 1, "runs of scenario f")
+	flag.StringVar(&cfg.Scale.CPUProfile, "scale-cpuprofile", "", "write a CPU profile of the client during the renewal window of scenario f")
+	timeout := flag.Duration("timeout", 15*time.Minute, "hard limit for the whole invocation")
+	reference := flag.Bool("reference", true, "also run the raw go-redis pub/sub reference in scenario e")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (scenarios a-c and e's holder run in it)")
+	pin := flag.Bool("pin", true, "pin each redis-server to the last CPU and the clients (this process and its workers) to the others")
+	flag.Parse()
+
+	scenarios, err := harness.ParseScenarios(*scen)
+	if err != nil {
+		fatal(err)
+	}
+	libs, err := harness.ParseLibs(*libsFlag)
+	if err != nil {
+		fatal(err)
+	}
+	if *runs < 1 || cfg.Rounds < 1 || cfg.Duration <= 0 {
+		fatal(fmt.Errorf("-runs, -rounds and -duration must be positive"))
+	}
+
+	b := &bench{}
+	if *pin && harness.PinSupported && runtime.NumCPU() >= 2 {
+		n := runtime.NumCPU()
+		b.serverCPUs = []int{n - 1}
+		for c := range n - 1 {
+			b.clientCPUs = append(b.clientCPUs, c)
+		}
+		if err := harness.Pin(0, b.clientCPUs); err != nil {
+			fatal(err)
+		}
+		runtime.GOMAXPROCS(len(b.clientCPUs))
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-sig:
+			b.abort("got " + s.String())
+		case <-time.After(*timeout):
+			b.abort(fmt.Sprintf("-timeout %v exceeded", *timeout))
+		}
+	}()
+
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	rep := harness.NewReport(cfg, libs, scenarios, *runs)
+	if *reference {
+		rep.Extra[harness.ScenE] = []string{harness.RawPubSub}
+	}
+	rep.Command = "go run ./cmd/lockbench " + strings.Join(os.Args[1:], " ")
+	start := time.Now()
+	load0 := loadAvg()
+	var version string
+	for _, s := range scenarios {
+		srv, err := b.server()
+		if err != nil {
+			fatal(err)
+		}
+		version = serverVersion(srv.Addr())
+		if s == harness.ScenF {
+			for i := range *scaleRuns {
+				logf("f run %d/%d: %d locks, %d waiters…", i+1, *scaleRuns, cfg.Scale.Locks, cfg.Scale.Waiters)
+				sr, wr, err := harness.RunScale(srv.Addr(), cfg.Scale)
+				if err != nil {
+					b.abort("scenario f: " + err.Error())
+				}
+				rep.Scale = append(rep.Scale, sr)
+				rep.Waiters = append(rep.Waiters, wr)
+				logf("f: heap/lock %.0f B, ticks %d, round trips %d, evalsha %d, renewed %d, cpu %.2fs/%.1fs, lost %d; waiters: pubsub conns %d, heap/waiter %.0f B, drain %.2fs",
+					sr.HeapPerLock, sr.Ticks, sr.RoundTrips, sr.Evalsha, sr.Renewed, sr.ClientCPU, sr.WindowSecs, sr.Lost, wr.PubSubConns, wr.HeapPerWaiter, wr.DrainSecs)
+			}
+		} else {
+			for run := range *runs {
+				// Rotate the order so that no library always goes first.
+				sl := rep.LibsFor(s)
+				for k := range sl {
+					lib := sl[(run+k)%len(sl)]
+					if err := harness.FlushAll(srv.Addr()); err != nil {
+						b.abort(err.Error())
+					}
+					res, err := harness.Run(s, lib, srv.Addr(), cfg)
+					if err != nil {
+						b.abort(fmt.Sprintf("scenario %s, %s: %v", s, lib, err))
+					}
+					rep.Add(s, res)
+					logf("%s run %d/%d %-12s %s", s, run+1, *runs, lib, brief(s, res))
+				}
+			}
+		}
+		b.stopServer(srv)
+	}
+	rep.Took = time.Since(start)
+	rep.Machine = machine(version, load0, loadAvg())
+	if b.serverCPUs != nil {
+		rep.Machine += fmt.Sprintf(" Pinned (-pin): redis-server on CPU %v, lockbench and its worker processes on CPU %v (GOMAXPROCS %d), so that client and server never share a core and the round trip does not flip between same-core and cross-core wake-ups.", b.serverCPUs, b.clientCPUs, len(b.clientCPUs))
+	} else {
+		rep.Machine += " Not pinned (-pin=false)."
+	}
+
+	md := rep.Markdown()
+	fmt.Print(md)
+	if *out != "" {
+		if err := harness.Splice(*out, md); err != nil {
+			fatal(err)
+		}
+		logf("report written into %s", *out)
+	}
+	if *chart != "" {
+		if groups := rep.ChartGroups(); len(groups) > 0 {
+			title := "distlock and Go peers vs raw go-redis (SET NX PX + compare-and-delete, spinning)"
+			sub := fmt.Sprintf("ratio to the baseline of the same run, median of %d runs, log scale, higher is better", *runs)
+			if err := harness.DrawChart(*chart, title, sub, rep.ChartLibs(), groups); err != nil {
+				fatal(err)
+			}
+			logf("chart written to %s", *chart)
+		}
+	}
+}
+
+func brief(s string, r harness.Result) string {
+	switch s {
+	case harness.ScenA, harness.ScenB:
+		return fmt.Sprintf("%8.0f ops/s  errors %d", r.OpsPerS, r.Errors)
+	case harness.ScenC, harness.ScenD:
+		return fmt.Sprintf("%8.0f acq/s  %8.0f changes/s  fairness %.2f  violations %d  hold %v  errors %d", r.OpsPerS, r.Changes, r.Fairness, r.Viol, r.HoldMean, r.Errors)
+	case harness.ScenE:
+		return fmt.Sprintf("p50 %v  p90 %v  cmds/round %.1f (sent %.1f, in scripts %.1f)  rounds %d  violations %d", r.P50, r.P90, r.CmdsPerRound, r.TopPerRound, r.InScriptRound, r.Rounds, r.Viol)
+	}
+	return ""
+}
+
+// bench tracks the servers it started, to stop them on any exit.
+type bench struct {
+	mu         sync.Mutex
+	servers    []*redistest.Server
+	serverCPUs []int // when pinning
+	clientCPUs []int
+}
+
+func (b *bench) server() (*redistest.Server, error) {
+	srv, err := redistest.StartServer()
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(srv.Addr(), "127.0.0.1:") {
+		srv.Stop()
+		return nil, fmt.Errorf("server not on loopback: %s", srv.Addr())
+	}
+	b.mu.Lock()
+	b.servers = append(b.servers, srv)
+	b.mu.Unlock()
+	if b.serverCPUs != nil {
+		if err := harness.Pin(srv.PID(), b.serverCPUs); err != nil {
+			return nil, err
+		}
+	}
+	return srv, nil
+}
+
+func (b *bench) stopServer(srv *redistest.Server) {
+	_ = srv.Stop()
+}
+
+func (b *bench) abort(why string) {
+	logf("lockbench: %s; stopping", why)
+	b.mu.Lock()
+	for _, s := range b.servers {
+		_ = s.Stop()
+	}
+	b.mu.Unlock()
+	os.Exit(1)
+}
+
+func serverVersion(addr string) string {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "server").Result()
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func machine(redisVersion, load0, load1 string) string {
+	// The library's commit: lockbench runs from bench/.
+	cpu := "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel := "?"
+	if out, err := exec.Command("uname", "-sr").Output(); err == nil {
+		kernel = strings.TrimSpace(string(out))
+	}
+	rev := "?"
+	if out, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		rev = strings.TrimSpace(string(out))
+		if out, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench", ":!docs").Output(); err == nil && len(out) > 0 {
+			rev += " with uncommitted library changes"
+		}
+	}
+	return fmt.Sprintf("distlock at commit %s. Machine: %d CPU cores (%s), %s, %s %s/%s, redis-server %s (one per scenario, on 127.0.0.1, no persistence), load average %s at the start and %s at the end.",
+		rev, runtime.NumCPU(), cpu, kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH, redisVersion, load0, load1)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "lockbench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,504 @@
+package harness
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+)
+
+// A Report gathers every run of one lockbench invocation.
+type Report struct {
+	Cfg       Config
+	Libs      []string
+	Scenarios []string
+	Runs      int
+	// Results[scenario][lib] has one Result per run, in run order; run i
+	// of every library ran against the same server, one after another.
+	Results map[string]map[string][]Result
+	// Extra lists reference libraries run in one scenario only.
+	Extra   map[string][]string
+	Scale   []ScaleResult
+	Waiters []WaitersResult
+	Machine string
+	Command string
+	Took    time.Duration
+}
+
+// NewReport returns an empty report.
+func NewReport(cfg Config, libs, scenarios []string, runs int) *Report {
+	return &Report{Cfg: cfg, Libs: libs, Scenarios: scenarios, Runs: runs, Results: map[string]map[string][]Result{}, Extra: map[string][]string{}}
+}
+
+// LibsFor lists the libraries of a scenario: every library, then its
+// references.
+func (r *Report) LibsFor(scen string) []string {
+	return append(append([]string(nil), r.Libs...), r.Extra[scen]...)
+}
+
+// ChartLibs lists every library that has a bar somewhere.
+func (r *Report) ChartLibs() []string {
+	out := append([]string(nil), r.Libs...)
+	for _, s := range r.Scenarios {
+		out = append(out, r.Extra[s]...)
+	}
+	return out
+}
+
+// Add records one result.
+func (r *Report) Add(scen string, res Result) {
+	if r.Results[scen] == nil {
+		r.Results[scen] = map[string][]Result{}
+	}
+	r.Results[scen][res.Lib] = append(r.Results[scen][res.Lib], res)
+}
+
+// A metric is one number of a Result.
+type metric struct {
+	name        string
+	get         func(Result) float64
+	format      func(float64) string
+	lowerBetter bool
+	ratio       bool // show the ratio to the baseline
+}
+
+func perSec(v float64) string { return groupDigits(v) + "/s" }
+
+func groupDigits(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func fmtDur(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	d := time.Duration(v)
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.0f ms", float64(d)/1e6)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.0f µs", float64(d)/1e3)
+}
+
+func fmtDepth(v float64) string {
+	if math.IsNaN(v) || v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func fmtMicros(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f µs", v)
+}
+
+func fmtF(prec int) func(float64) string {
+	return func(v float64) string {
+		if math.IsNaN(v) {
+			return "–"
+		}
+		return fmt.Sprintf("%.*f", prec, v)
+	}
+}
+
+var (
+	mOps      = metric{name: "acquire+release /s", get: func(r Result) float64 { return r.OpsPerS }, format: perSec, ratio: true}
+	mAcq      = metric{name: "acquisitions /s", get: func(r Result) float64 { return r.OpsPerS }, format: perSec, ratio: true}
+	mChanges  = metric{name: "owner changes /s", get: func(r Result) float64 { return r.Changes }, format: perSec, ratio: true}
+	mFair     = metric{name: "fairness (Jain)", get: func(r Result) float64 { return r.Fairness }, format: fmtF(2)}
+	mViol     = metric{name: "mutual exclusion violations", get: func(r Result) float64 { return float64(r.Viol) }, format: fmtF(0)}
+	mErrs     = metric{name: "errors", get: func(r Result) float64 { return float64(r.Errors) }, format: fmtF(0)}
+	mHold     = metric{name: "mean hold (measured)", get: func(r Result) float64 { return float64(r.HoldMean) }, format: fmtDur}
+	mP50      = metric{name: "hand-over p50", get: func(r Result) float64 { return float64(r.P50) }, format: fmtDur, lowerBetter: true, ratio: true}
+	mP90      = metric{name: "hand-over p90", get: func(r Result) float64 { return float64(r.P90) }, format: fmtDur, lowerBetter: true, ratio: true}
+	mCmds     = metric{name: "Redis commands / hand-over (all, INFO commandstats)", get: func(r Result) float64 { return r.CmdsPerRound }, format: fmtF(1)}
+	mTop      = metric{name: "… sent by clients (MONITOR)", get: func(r Result) float64 { return r.TopPerRound }, format: fmtF(1)}
+	mInScript = metric{name: "… run inside Lua scripts (MONITOR)", get: func(r Result) float64 { return r.InScriptRound }, format: fmtF(1)}
+	mSrvCPU   = metric{name: "redis-server CPU / op", get: func(r Result) float64 { return r.ServerCPUPerOp }, format: fmtMicros}
+	mCliCPU   = metric{name: "client CPU / op", get: func(r Result) float64 { return r.ClientCPUPerOp }, format: fmtMicros}
+	mDepth    = metric{name: "commands per go-redis round trip", get: func(r Result) float64 { return r.CmdsPerRT }, format: fmtDepth}
+	mScript   = metric{name: "EVALSHA execution (commandstats)", get: func(r Result) float64 { return r.ScriptUsec }, format: fmtMicros}
+	mRounds   = metric{name: "rounds", get: func(r Result) float64 { return float64(r.Rounds) }, format: fmtF(0)}
+)
+
+// metrics lists what the report shows per scenario; the first is the
+// headline (charted) metric.
+func metrics(scen string) []metric {
+	switch scen {
+	case ScenA, ScenB:
+		return []metric{mOps, mSrvCPU, mScript, mCliCPU, mDepth, mErrs}
+	case ScenC:
+		return []metric{mChanges, mAcq, mFair, mViol, mHold, mSrvCPU, mScript, mCliCPU, mErrs}
+	case ScenD:
+		return []metric{mChanges, mAcq, mFair, mViol, mHold, mErrs}
+	case ScenE:
+		return []metric{mP50, mP90, mCmds, mTop, mInScript, mViol, mRounds}
+	}
+	return nil
+}
+
+// values returns the metric of every run of lib.
+func (r *Report) values(scen, lib string, m metric) []float64 {
+	var out []float64
+	for _, res := range r.Results[scen][lib] {
+		out = append(out, m.get(res))
+	}
+	return out
+}
+
+// Value is the median of a metric over runs.
+func (r *Report) Value(scen, lib string, m metric) float64 {
+	return Median(r.values(scen, lib, m))
+}
+
+// Ratio is the median over runs of lib's metric divided by the baseline's
+// in the same run (for a lower-is-better metric, lib / baseline too: the
+// caller knows which way is better).
+func (r *Report) Ratio(scen, lib string, m metric) float64 {
+	base := r.Results[scen][Raw]
+	var out []float64
+	for i, res := range r.Results[scen][lib] {
+		if i >= len(base) {
+			break
+		}
+		b := m.get(base[i])
+		if b == 0 {
+			continue
+		}
+		out = append(out, m.get(res)/b)
+	}
+	return Median(out)
+}
+
+// Headline is the ratio charted for a scenario, higher is better.
+func (r *Report) Headline(scen, lib string) float64 {
+	ms := metrics(scen)
+	if len(ms) == 0 {
+		return math.NaN()
+	}
+	v := r.Ratio(scen, lib, ms[0])
+	if ms[0].lowerBetter && v > 0 {
+		return 1 / v
+	}
+	return v
+}
+
+func headlineLabel(scen string, c Config) string {
+	t := ScenarioTitle(scen, c)
+	switch scen {
+	case ScenA, ScenB:
+		return t + ": acquire+release/s"
+	case ScenC, ScenD:
+		return t + ": owner changes/s"
+	case ScenE:
+		return t + ": baseline p50 / p50"
+	}
+	return t
+}
+
+// ChartGroups returns the headline ratios of every timed scenario.
+func (r *Report) ChartGroups() []ChartGroup {
+	var gs []ChartGroup
+	for _, s := range r.Scenarios {
+		if s == ScenF || r.Results[s] == nil {
+			continue
+		}
+		g := ChartGroup{Label: headlineLabel(s, r.Cfg), Ratios: map[string]float64{}}
+		for _, l := range r.LibsFor(s) {
+			g.Ratios[l] = r.Headline(s, l)
+		}
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+// Markdown renders the report.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("Generated by `%s` in %v.\n\n", r.Command, r.Took.Round(time.Second))
+	if r.Machine != "" {
+		w("%s\n\n", r.Machine)
+	}
+	if len(r.timedScenarios()) > 0 {
+		w("Every figure of scenarios a–e is the median of %d runs; run *i* of every library used the same redis-server, one library after another (FLUSHALL in between, the order rotated each run). A ratio is the library's figure divided by the raw go-redis baseline's figure **of the same run**, median over runs.\n\n", r.Runs)
+	}
+
+	// Summary.
+	if timed := r.timedScenarios(); len(timed) > 0 {
+		w("#### Summary (value, and ratio to the baseline)\n\n")
+		w("| scenario | metric |")
+		for _, l := range r.Libs {
+			w(" %s |", LibTitle(l))
+		}
+		w("\n|---|---|")
+		for range r.Libs {
+			w("---:|")
+		}
+		w("\n")
+		for _, s := range timed {
+			for _, m := range metrics(s) {
+				if !m.ratio && m.name != mFair.name && m.name != mViol.name && m.name != mCmds.name && m.name != mTop.name {
+					continue
+				}
+				w("| %s | %s", ScenarioTitle(s, r.Cfg), m.name)
+				if m.lowerBetter {
+					w(" (lower is better)")
+				}
+				w(" |")
+				for _, l := range r.Libs {
+					v := r.Value(s, l, m)
+					if m.ratio {
+						ratio := r.Ratio(s, l, m)
+						w(" %s (%s×) |", m.format(v), trimRatio(ratio))
+					} else {
+						w(" %s |", m.format(v))
+					}
+				}
+				w("\n")
+			}
+		}
+		w("\n")
+		w("#### Per scenario: median, and the spread (min–max) of the headline metric over runs\n\n")
+		for _, s := range timed {
+			ms := metrics(s)
+			w("**%s**\n\n| library |", ScenarioTitle(s, r.Cfg))
+			for _, m := range ms {
+				w(" %s |", m.name)
+			}
+			w(" %s min–max |\n|---|", ms[0].name)
+			for range ms {
+				w("---:|")
+			}
+			w("---:|\n")
+			for _, l := range r.LibsFor(s) {
+				w("| %s |", LibTitle(l))
+				for _, m := range ms {
+					w(" %s |", m.format(r.Value(s, l, m)))
+				}
+				vs := r.values(s, l, ms[0])
+				lo, hi := math.Inf(1), math.Inf(-1)
+				for _, v := range vs {
+					lo, hi = math.Min(lo, v), math.Max(hi, v)
+				}
+				if len(vs) == 0 {
+					w(" – |\n")
+				} else {
+					w(" %s – %s |\n", ms[0].format(lo), ms[0].format(hi))
+				}
+			}
+			w("\n")
+		}
+	}
+	r.breakdownMarkdown(&b)
+	if len(r.Scale) > 0 || len(r.Waiters) > 0 {
+		r.scaleMarkdown(&b)
+	}
+	r.targetsMarkdown(&b)
+	return b.String()
+}
+
+func (r *Report) timedScenarios() []string {
+	var out []string
+	for _, s := range r.Scenarios {
+		if s != ScenF && r.Results[s] != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func medianScale(rs []ScaleResult, f func(ScaleResult) float64) float64 {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
+	return Median(xs)
+}
+
+func medianWaiters(rs []WaitersResult, f func(WaitersResult) float64) float64 {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
+	return Median(xs)
+}
+
+func (r *Report) scaleMarkdown(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	sc := r.Cfg.Scale
+	if len(r.Scale) > 0 {
+		s := func(f func(ScaleResult) float64) float64 { return medianScale(r.Scale, f) }
+		w("#### (f) %s locks held by one distlock client (lease %v), %d run(s)\n\n", groupDigits(float64(sc.Locks)), sc.TTL, len(r.Scale))
+		w("| measure | value |\n|---|---:|\n")
+		w("| acquiring them (TryLock, %d goroutines) | %.1f s |\n", sc.AcquireConc, s(func(x ScaleResult) float64 { return x.AcquireSecs }))
+		w("| Go heap per held lock (after GC) | %.0f B (%.1f objects) |\n", s(func(x ScaleResult) float64 { return x.HeapPerLock }), s(func(x ScaleResult) float64 { return x.ObjectsPerLock }))
+		w("| renewal window measured | %.1f s, %.0f ticks |\n", s(func(x ScaleResult) float64 { return x.WindowSecs }), s(func(x ScaleResult) float64 { return float64(x.Ticks) }))
+		w("| locks renewed per tick | %s |\n", groupDigits(s(func(x ScaleResult) float64 { return x.PerTick(float64(x.Renewed)) })))
+		w("| round trips per tick (a pipeline is one) | %.1f |\n", s(func(x ScaleResult) float64 { return x.PerTick(float64(x.RoundTrips)) }))
+		w("| EVALSHA per tick (INFO commandstats) | %.1f |\n", s(func(x ScaleResult) float64 { return x.PerTick(float64(x.Evalsha)) }))
+		w("| round trips per 100 renewed locks | %.4f |\n", s(func(x ScaleResult) float64 { return x.Per100Renewals(float64(x.RoundTrips)) }))
+		w("| EVALSHA per 100 renewed locks | %.3f |\n", s(func(x ScaleResult) float64 { return x.Per100Renewals(float64(x.Evalsha)) }))
+		w("| client CPU (getrusage), share of one core | %.1f %% |\n", s(func(x ScaleResult) float64 { return 100 * x.ClientCPU / x.WindowSecs }))
+		w("| client CPU per tick | %.0f ms |\n", s(func(x ScaleResult) float64 { return 1000 * x.PerTick(x.ClientCPU) }))
+		w("| client CPU per renewed lock | %.1f µs |\n", s(func(x ScaleResult) float64 { return 1e6 * x.ClientCPU / math.Max(1, float64(x.Renewed)) }))
+		w("| redis-server CPU, share of one core | %.1f %% |\n", s(func(x ScaleResult) float64 { return 100 * x.ServerCPU / x.WindowSecs }))
+		w("| locks lost / failed renewals | %.0f / %.0f |\n\n", s(func(x ScaleResult) float64 { return float64(x.Lost) }), s(func(x ScaleResult) float64 { return float64(x.RenewFailed) }))
+	}
+	if len(r.Waiters) > 0 {
+		v := func(f func(WaitersResult) float64) float64 { return medianWaiters(r.Waiters, f) }
+		w("#### (f) %s goroutines of one distlock client waiting on %s keys, %d run(s)\n\n", groupDigits(float64(sc.Waiters)), groupDigits(float64(sc.WaitKeys)), len(r.Waiters))
+		w("| measure | value |\n|---|---:|\n")
+		w("| time until all wait | %.2f s |\n", v(func(x WaitersResult) float64 { return x.SetupSecs }))
+		w("| subscription (pub/sub) connections on the server | %.0f |\n", v(func(x WaitersResult) float64 { return float64(x.PubSubConns) }))
+		w("| channels subscribed | %.0f |\n", v(func(x WaitersResult) float64 { return float64(x.Channels) }))
+		w("| Go heap per waiter (after GC) | %.0f B |\n", v(func(x WaitersResult) float64 { return x.HeapPerWaiter }))
+		w("| goroutine stack per waiter (the caller's goroutine) | %.0f B |\n", v(func(x WaitersResult) float64 { return x.StackPerWaiter }))
+		w("| drain: release the %s keys until every waiter had the lock once | %.2f s |\n", groupDigits(float64(sc.WaitKeys)), v(func(x WaitersResult) float64 { return x.DrainSecs }))
+		w("| Redis commands per acquisition during the drain (all, incl. in scripts) | %.1f |\n", v(func(x WaitersResult) float64 { return x.CmdsPerHandover }))
+		w("| acquired / errors / violations | %.0f / %.0f / %.0f |\n\n", v(func(x WaitersResult) float64 { return float64(x.Acquired) }), v(func(x WaitersResult) float64 { return float64(x.Errors) }), v(func(x WaitersResult) float64 { return float64(x.Violations) }))
+	}
+}
+
+// breakdownMarkdown shows where a push-based hand-over's time goes.
+func (r *Report) breakdownMarkdown(b *strings.Builder) {
+	var libs []string
+	for _, l := range r.LibsFor(ScenE) {
+		for _, res := range r.Results[ScenE][l] {
+			if res.Br != (Breakdown{}) {
+				libs = append(libs, l)
+				break
+			}
+		}
+	}
+	if len(libs) == 0 {
+		return
+	}
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("**(e) where a push-based hand-over's time goes** (separate traced rounds; the waiter's go-redis connections and commands are timestamped; median of each step, then median over runs)\n\n")
+	w("| library | release start → notification read by the waiter | → acquisition attempt sent | attempt round trip | reply → Lock returns |\n|---|---:|---:|---:|---:|\n")
+	for _, l := range libs {
+		step := func(f func(Breakdown) time.Duration) string {
+			var xs []float64
+			for _, res := range r.Results[ScenE][l] {
+				if res.Br != (Breakdown{}) {
+					xs = append(xs, float64(f(res.Br)))
+				}
+			}
+			return fmtDur(Median(xs))
+		}
+		w("| %s | %s | %s | %s | %s |\n", LibTitle(l),
+			step(func(x Breakdown) time.Duration { return x.ToRead }),
+			step(func(x Breakdown) time.Duration { return x.ToIssue }),
+			step(func(x Breakdown) time.Duration { return x.RoundTrip }),
+			step(func(x Breakdown) time.Duration { return x.ToReturn }))
+	}
+	w("\n")
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**missed**"
+}
+
+// targetsMarkdown checks the targets of the performance issue.
+func (r *Report) targetsMarkdown(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	has := func(s string) bool { return r.Results[s] != nil && r.Results[s][Distlock] != nil }
+	w("#### Targets\n\n| target | measured | verdict |\n|---|---|---|\n")
+	if has(ScenA) {
+		v := r.Ratio(ScenA, Distlock, mOps)
+		w("| (a) distlock ≥ 0.95× raw baseline | %.2f× | %s |\n", v, verdict(v >= 0.95))
+	}
+	if has(ScenB) && r.Results[ScenB][Rueidislock] != nil {
+		d, q := r.Ratio(ScenB, Distlock, mOps), r.Ratio(ScenB, Rueidislock, mOps)
+		w("| (b) distlock ≥ 2× rueidislock | %.2f× (%.2f× vs %.2f× of baseline) | %s |\n", d/q, d, q, verdict(d/q >= 2))
+	}
+	if has(ScenD) {
+		best, bestLib := 0.0, ""
+		for _, l := range []string{Redsync, Redislock, Rueidislock} {
+			if r.Results[ScenD][l] == nil {
+				continue
+			}
+			if v := r.Value(ScenD, l, mChanges); v > best {
+				best, bestLib = v, l
+			}
+		}
+		d := r.Value(ScenD, Distlock, mChanges)
+		if best > 0 {
+			w("| (d) owner changes/s ≥ 3× best peer | %s/s vs %s/s (%s): %.2f× | %s |\n", groupDigits(d), groupDigits(best), LibTitle(bestLib), d/best, verdict(d >= 3*best))
+		}
+	}
+	if has(ScenE) {
+		v := r.Ratio(ScenE, Distlock, mP50)
+		ref := ""
+		if r.Results[ScenE][RawPubSub] != nil {
+			ref = fmt.Sprintf(" (the raw pub/sub reference: %s, %.2f×)", fmtDur(r.Value(ScenE, RawPubSub, mP50)), r.Ratio(ScenE, RawPubSub, mP50))
+		}
+		w("| (e) hand-over p50 ≤ 1.0× spinning SET NX | %s vs %s: %.2f×%s | %s |\n", fmtDur(r.Value(ScenE, Distlock, mP50)), fmtDur(r.Value(ScenE, Raw, mP50)), v, ref, verdict(v <= 1.0))
+		top := r.Value(ScenE, Distlock, mTop)
+		all := r.Value(ScenE, Distlock, mCmds)
+		w("| (e) ≤ 10 Redis commands per hand-over | %.1f sent by clients; %.1f counting those inside scripts | %s (as sent) / %s (incl. scripts) |\n", top, all, verdict(top <= 10), verdict(all <= 10))
+	}
+	if len(r.Scale) > 0 {
+		rt := medianScale(r.Scale, func(x ScaleResult) float64 { return x.Per100Renewals(float64(x.RoundTrips)) })
+		ev := medianScale(r.Scale, func(x ScaleResult) float64 { return x.Per100Renewals(float64(x.Evalsha)) })
+		mem := medianScale(r.Scale, func(x ScaleResult) float64 { return x.HeapPerLock })
+		lost := medianScale(r.Scale, func(x ScaleResult) float64 { return float64(x.Lost) })
+		w("| (f) ≤ 1 round trip per 100 held locks per renewal tick | %.4f round trips (%.3f EVALSHA) per 100 renewed locks; %.0f lost | %s |\n", rt, ev, lost, verdict(rt <= 1 && ev <= 1 && lost == 0))
+		w("| (f) ≤ 2 KiB client memory per held lock | %.0f B | %s |\n", mem, verdict(mem <= 2048))
+	}
+	if len(r.Waiters) > 0 {
+		c := medianWaiters(r.Waiters, func(x WaitersResult) float64 { return float64(x.PubSubConns) })
+		w("| (f) %s waiters on %s keys over one subscription connection | %.0f connection(s) | %s |\n", groupDigits(float64(r.Cfg.Scale.Waiters)), groupDigits(float64(r.Cfg.Scale.WaitKeys)), c, verdict(c == 1))
+	}
+	w("\n")
+}
+
+// Splice writes md into the file at path between the markers
+// <!-- lockbench:begin --> and <!-- lockbench:end -->, keeping what is
+// around them; a file without markers gets them appended.
+func Splice(path, md string) error {
+	const begin, end = "<!-- lockbench:begin -->", "<!-- lockbench:end -->"
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	block := begin + "\n" + md + end
+	s := string(old)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	switch {
+	case i >= 0 && j > i:
+		s = s[:i] + block + s[j+len(end):]
+	case s == "":
+		s = block + "\n"
+	default:
+		s = strings.TrimRight(s, "\n") + "\n\n" + block + "\n"
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}
