@@ -111,8 +111,10 @@ func (e *Engine) watch(q *queue) {
 	e.mu.Unlock()
 }
 
-// leave takes w out of q; the last waiter ends the watch. A wake-up that w
-// received but did not use goes to the next waiter.
+// leave takes w out of q; the last waiter ends the watch, in the
+// background (the caller, often a goroutine that has just acquired, does not
+// wait for an unsubscription). A wake-up that w received but did not use
+// goes to the next waiter.
 func (e *Engine) leave(q *queue, w *waiter) {
 	e.mu.Lock()
 	for i, x := range q.waiters {
@@ -137,7 +139,7 @@ func (e *Engine) leave(q *queue, w *waiter) {
 	}
 	e.mu.Unlock()
 	if stop != nil {
-		stop()
+		e.spawn(stop)
 	}
 }
 

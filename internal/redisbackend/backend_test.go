@@ -59,6 +59,43 @@ func TestReleaseIsIdempotent(t *testing.T) {
 	}
 }
 
+// Tokens come from the fence counter exactly, at today's magnitude (server
+// time in µs, about 2^51): no float formatting on the way, and a missing
+// counter starts again at the server time, above every earlier token.
+func TestTokensExact(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	const big = 1_763_800_000_123_457 // odd, and more digits than %.14g keeps
+	fence := b.cfg.Keys.Fence("tok")
+	if err := b.rdb.Set(ctx, fence, big, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := engine.Request{Name: "tok", Owner: "o", Hold: 1, Lease: time.Minute}
+	for i := uint64(1); i <= 3; i++ {
+		g, err := b.Acquire(ctx, r)
+		if err != nil || !g.Acquired || g.Token != big+i {
+			t.Fatalf("acquisition %d = %+v, %v; want token %d", i, g, err, uint64(big)+i)
+		}
+		if st, err := b.Inspect(ctx, "tok"); err != nil || st.Token != big+i || st.LastToken != big+i {
+			t.Fatalf("state after acquisition %d = %+v, %v", i, st, err)
+		}
+		if res, err := b.Release(ctx, r); err != nil || res != engine.Freed {
+			t.Fatalf("release = %v, %v", res, err)
+		}
+	}
+	if err := b.rdb.Del(ctx, fence).Err(); err != nil { // the counter expired, or was lost
+		t.Fatal(err)
+	}
+	g, err := b.Acquire(ctx, r)
+	now := uint64(time.Now().UnixMicro())
+	if err != nil || !g.Acquired || g.Token <= big+3 || g.Token > now+1_000_000 {
+		t.Fatalf("acquisition on a new counter = %+v, %v; want the server time in µs (~%d)", g, err, now)
+	}
+	if ttl := b.rdb.PTTL(ctx, fence).Val(); ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("fence counter TTL %v, want (0, 1m]", ttl)
+	}
+}
+
 // Re-entry never takes a free lock: an owner whose lock expired must not
 // get it back under its old token.
 func TestReenterNeverTakesFreeLock(t *testing.T) {

@@ -34,13 +34,16 @@
 local owner = redis.call('HGET', KEYS[1], 'owner')
 
 if owner == false and ARGV[7] ~= '1' then
-  local token
-  if redis.call('INCR', KEYS[2]) == 1 then
+  local token = redis.call('INCR', KEYS[2])
+  if token == 1 then
     local t = redis.call('TIME')
     token = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
     redis.call('SET', KEYS[2], token)
   else
-    token = redis.call('GET', KEYS[2])
+    -- A Lua number holds integers exactly up to 2^53 (tokens are about
+    -- 2^51 today), but turns into '1.7e+15' as a command argument: format
+    -- it as an integer.
+    token = string.format('%d', token)
   end
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
   redis.call('HSET', KEYS[1],
