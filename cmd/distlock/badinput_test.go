@@ -88,7 +88,7 @@ func TestBadInput(t *testing.T) {
 
 // closedAddr returns the address of a loopback port that nothing listens
 // on.
-func closedAddr(t *testing.T) string {
+func closedAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
