@@ -34,6 +34,7 @@ type chaosReport struct {
 	RenewFailures   int64
 	Losses          int
 	FencedOps       map[string]int
+	Untyped         []string // errors that match none of distlock's sentinel errors
 
 	Linearizability struct {
 		Windows, Checked, Ok, Illegal, Timeout, SkippedLoss int
@@ -87,6 +88,9 @@ func (rep *chaosReport) violations() []string {
 	l := &rep.Linearizability
 	if l.Illegal > 0 {
 		v = append(v, fmt.Sprintf("linearizability: %d illegal histories: %v", l.Illegal, l.IllegalDetail))
+	}
+	if n := rep.AcquireOutcomes["other"] + rep.ReleaseOutcomes["other"]; n > 0 {
+		v = append(v, fmt.Sprintf("%d errors match none of distlock's sentinel errors: %q", n, rep.Untyped))
 	}
 	if rep.Overlap.Overlaps > 0 {
 		v = append(v, fmt.Sprintf("validity intervals overlap: %d: %v", rep.Overlap.Overlaps, rep.Overlap.Detail))
@@ -216,6 +220,9 @@ func (r *chaosRun) check(store *redis.Client, mon *monitor, runEnd int64) *chaos
 					k = "ctx-wait-timeout"
 				}
 				rep.AcquireOutcomes[k]++
+				if k == "other" && len(rep.Untyped) < 10 {
+					rep.Untyped = append(rep.Untyped, "acquire: "+rec.Err)
+				}
 				if a.ok() {
 					rep.Acquisitions++
 					byToken[holdKey(rec.Name, rec.Token)] = a
@@ -226,6 +233,9 @@ func (r *chaosRun) check(store *redis.Client, mon *monitor, runEnd int64) *chaos
 					a.rel = &rc
 				}
 				rep.ReleaseOutcomes[rec.Res]++
+				if rec.Res == "other" && len(rep.Untyped) < 10 {
+					rep.Untyped = append(rep.Untyped, "release: "+rec.Err)
+				}
 			case "cancel":
 				if a := owners[rec.Owner]; a != nil && (a.cancelT == 0 || rec.T < a.cancelT) {
 					a.cancelT = rec.T

@@ -230,10 +230,7 @@ func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, 
 	case res := <-done:
 		if res.err != nil {
 			e.cleanup(r)
-			if e.abandon.Err() != nil && errors.Is(res.err, context.Canceled) {
-				return Grant{}, sent, ErrClosed // abandoned by Close
-			}
-			return Grant{}, sent, fmt.Errorf("lock %q: %w", r.Name, res.err)
+			return Grant{}, sent, e.detachedErr(r, res.err)
 		}
 		return res.g, sent, nil
 	case <-ctx.Done():
@@ -256,6 +253,22 @@ func (e *Engine) detach(ctx context.Context, lease time.Duration) (context.Conte
 		stop()
 		cancel()
 	}
+}
+
+// detachedErr explains the failure of request r made under a context from
+// detach, while the caller's context lasts. The request's own context
+// ending is not the caller's business: Close abandoned it, or the backend
+// did not answer within the lease.
+func (e *Engine) detachedErr(r Request, err error) error {
+	switch {
+	case errors.Is(err, ErrBackend):
+		return fmt.Errorf("lock %q: %w", r.Name, err)
+	case e.abandon.Err() != nil:
+		return ErrClosed
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: lock %q: no reply within the lease (%v)", ErrBackend, r.Name, r.Lease)
+	}
+	return fmt.Errorf("%w: lock %q: %w", ErrBackend, r.Name, err)
 }
 
 // cleanup releases, in the background, a hold that an interrupted or

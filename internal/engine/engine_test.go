@@ -17,6 +17,7 @@ type fakeBackend struct {
 	owner   map[string]string
 	renews  [][]Request   // every Renew call
 	hang    chan struct{} // when not nil, Renew blocks until it is closed or ctx ends
+	silent  bool          // Acquire and Release never answer: they return when ctx ends
 	renewed chan int      // receives the size of every Renew batch
 }
 
@@ -25,6 +26,10 @@ func newFake() *fakeBackend {
 }
 
 func (f *fakeBackend) Acquire(ctx context.Context, r Request) (Grant, error) {
+	if f.isSilent() {
+		<-ctx.Done()
+		return Grant{}, ctx.Err()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if o, ok := f.owner[r.Name]; ok && o != r.Owner {
@@ -35,6 +40,10 @@ func (f *fakeBackend) Acquire(ctx context.Context, r Request) (Grant, error) {
 }
 
 func (f *fakeBackend) Release(ctx context.Context, r Request) (Release, error) {
+	if f.isSilent() {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.owner[r.Name] != r.Owner {
@@ -64,6 +73,12 @@ func (f *fakeBackend) Renew(ctx context.Context, rs []Request) ([]bool, error) {
 	f.mu.Unlock()
 	f.renewed <- len(rs)
 	return out, nil
+}
+
+func (f *fakeBackend) isSilent() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.silent
 }
 
 func (f *fakeBackend) Watch(ctx context.Context, name string, wake func()) (func(), error) {
@@ -167,4 +182,28 @@ func TestRenewTimeGrid(t *testing.T) {
 			t.Fatalf("renewTime(%v) = %v: not on the lease/6 grid", sent, at)
 		}
 	}
+}
+
+// A backend that does not answer an acquisition within its lease (Redis
+// frozen) gives ErrBackend while the caller's context lasts, never the
+// internal request's own deadline, and Close still returns.
+func TestNoReplyWithinLeaseIsErrBackend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.silent = true
+		e := New(f, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for _, wait := range []bool{false, true} {
+			_, err := e.Acquire(ctx, Spec{Name: "x", Lease: time.Second, Renew: true}, wait)
+			if !errors.Is(err, ErrBackend) || errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Acquire(wait=%v) with no reply: %v, want ErrBackend without DeadlineExceeded", wait, err)
+			}
+		}
+		closed, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		if err := e.Close(closed); err != nil {
+			t.Errorf("Close: %v", err) // the clean-ups end with their lease
+		}
+	})
 }
