@@ -39,8 +39,11 @@ func (l *Lease) Context() context.Context { return l.l.Context() }
 // owner is released, and one waiter per process is woken. It returns an
 // error wrapping ErrNotHeld if this lease was already unlocked, and
 // ErrLockLost if the lock had been lost. A failed release is retried; a
-// retry never releases twice. Unlock makes one attempt even when ctx has
-// already ended, so a deferred Unlock works after a request has timed out.
+// retry never releases twice. If the release cannot be confirmed, the
+// error wraps ErrBackend (Redis failed) or the end of ctx, the lease
+// context is cancelled, and the lock expires with its lease. Unlock makes
+// one attempt even when ctx has already ended, so a deferred Unlock works
+// after a request has timed out.
 func (l *Lease) Unlock(ctx context.Context) error { return l.l.Unlock(ctx) }
 
 // Extend sets the lease to ttl from now, and makes ttl the lease length of

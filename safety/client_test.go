@@ -205,6 +205,15 @@ func classify(err error) string {
 	return "other"
 }
 
+// classifyRelease is classify for Unlock, whose error may also be the end of
+// the caller's own context (the release was not confirmed in time).
+func classifyRelease(err error) string {
+	if k := classify(err); k != "other" || !(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return k
+	}
+	return "ctx"
+}
+
 func (c *chaosClient) work(rng *rand.Rand) {
 	lease := c.cfg.Lease
 	for !c.stopping.Load() {
@@ -262,7 +271,7 @@ func (c *chaosClient) work(rng *rand.Rand) {
 		err = l.Unlock(uctx)
 		ret = mono()
 		ucancel()
-		rel := record{K: "rel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, Call: call, Wall: callWall, Ret: ret, Res: classify(err)}
+		rel := record{K: "rel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, Call: call, Wall: callWall, Ret: ret, Res: classifyRelease(err)}
 		if err != nil {
 			rel.Err = err.Error()
 		}
