@@ -38,14 +38,14 @@ if owner == false and ARGV[7] ~= '1' then
   if token == 1 then
     local t = redis.call('TIME')
     token = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-    redis.call('SET', KEYS[2], token)
+    redis.call('SET', KEYS[2], token, 'PX', ARGV[4])
   else
     -- A Lua number holds integers exactly up to 2^53 (tokens are about
     -- 2^51 today), but turns into '1.7e+15' as a command argument: format
     -- it as an integer.
     token = string.format('%d', token)
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])
   end
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
   redis.call('HSET', KEYS[1],
     'owner', ARGV[1], 'token', token, 'holds', 1,
     'host', ARGV[5], 'pid', ARGV[6], 'since', ARGV[8],
