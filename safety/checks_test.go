@@ -471,7 +471,6 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 	var leads []float64
 	for _, l := range losses {
 		a := byToken[holdKey(l.Name, l.Token)]
-		from := l.T - 3*int64(r.lease)
 		var p *clientProc
 		for _, q := range r.procs {
 			if q.id == l.Client {
@@ -488,7 +487,7 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 			continue
 		}
 		believed, believedWall := l.T, l.Wall
-		from = a.acq.Call
+		from := a.acq.Call
 		if a.rel != nil && a.rel.Call < l.T {
 			believed, believedWall = a.rel.Call, a.rel.Wall
 		}

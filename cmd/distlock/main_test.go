@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,9 +63,9 @@ func TestMain(m *testing.M) {
 
 // build builds the command into out.
 func build(out string) error {
-	gotool, err := exec.LookPath("go")
+	gotool, err := exec.LookPath("go") // go test puts GOROOT/bin first in PATH
 	if err != nil {
-		gotool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("no go tool to build the command: %v", err)
 	}
 	args := []string{"build", "-o", out, "-ldflags", "-X main.version=" + testVersion}
 	if raceEnabled {
