@@ -79,6 +79,12 @@
 // process. A waiter never sleeps longer than the holder's remaining lease,
 // so a lost notification (or a holder that died) costs at most that.
 //
+// Waiters of one Client are served first come, first served: a release wakes
+// the one that has waited longest, and a Lock call made while others of the
+// Client wait lines up behind them instead of trying at once (TryLock always
+// tries at once). Across processes there is no order: whichever process's
+// attempt reaches Redis first after a release wins.
+//
 // # Keys
 //
 // For a lock named N and the default prefix "distlock:", the state is the
