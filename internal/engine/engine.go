@@ -274,7 +274,8 @@ func (e *Engine) detachedErr(r Request, err error) error {
 // cleanup releases, in the background, a hold that an interrupted or
 // failed request may have taken. It keeps trying for one lease (after that
 // the lease has run out anyway), or until the engine is closed: an attempt
-// under way then still completes, but none follows.
+// under way then still completes unless Close gives up on it, but none
+// follows.
 func (e *Engine) cleanup(r Request) {
 	e.spawn(func() {
 		ctx, cancel := e.detach(context.Background(), r.Lease)
@@ -322,10 +323,10 @@ func (e *Engine) reenter(ctx context.Context, h *Hold) (*Lease, error) {
 	return h.newLease(id), nil
 }
 
-// release removes hold id of h (every hold with id 0), retrying a failed attempt while ctx lasts.
-// A ctx that has already ended still gets one attempt, bounded by
-// releaseTimeout, so that a deferred Unlock releases even after the work's
-// context has expired.
+// release removes hold id of h (every hold of its owner with id 0),
+// retrying a failed attempt while ctx lasts. A ctx that has already ended
+// still gets one attempt, bounded by releaseTimeout, so that a deferred
+// Unlock releases even after the work's context has expired.
 func (e *Engine) release(ctx context.Context, h *Hold, id uint64) error {
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
