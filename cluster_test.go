@@ -80,3 +80,92 @@ func TestCluster(t *testing.T) {
 		}
 	}
 }
+
+// Item 3 of the hardening issue: on a Cluster, a master that stops
+// answering (SIGSTOP, for longer than the lease but shorter than the
+// cluster's node timeout) costs only the locks it serves. Renewals go to
+// each master in a pipeline of its own and each lock's outcome counts on
+// its own: the locks on the healthy masters keep their leases and their
+// keys, the paused master's locks are lost (their contexts end).
+func TestClusterPausedMasterCostsOnlyItsLocks(t *testing.T) {
+	// A node timeout well beyond the pause: the cluster must not declare
+	// the paused master failed (then every master refuses writes).
+	cl := redistest.StartClusterT(t, 3, redistest.WithArgs("--cluster-node-timeout", "30000"))
+	cc := cl.Client(t)
+	c := distlock.New(cc, distlock.WithLogger(nil))
+	defer c.Close()
+	ctx := testCtx(t)
+
+	const lease = time.Second
+	paused := cl.Servers[1]
+	type held struct {
+		l      *distlock.Lease
+		paused bool
+	}
+	var locks []held
+	for i := 0; i < 30; i++ {
+		name := fmt.Sprint("p", i)
+		node, err := cc.MasterForKey(ctx, distlock.DefaultPrefix+"{"+name+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Mutex(name, distlock.WithTTL(lease)).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, held{l, node.Options().Addr == paused.Addr()})
+	}
+	var onPaused int
+	for _, h := range locks {
+		if h.paused {
+			onPaused++
+		}
+	}
+	if onPaused == 0 || onPaused == len(locks) {
+		t.Fatalf("%d of %d locks on the paused master: the names do not spread", onPaused, len(locks))
+	}
+
+	if err := paused.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range locks { // every lock of the paused master ends
+		if h.paused {
+			select {
+			case <-h.l.Context().Done():
+			case <-time.After(3 * lease):
+				t.Fatalf("the lease of %s on the paused master did not end", h.l.Name())
+			}
+		}
+	}
+	// Two more leases of renewals on the healthy masters while it stays
+	// paused.
+	ended := make(chan *distlock.Lease, len(locks))
+	for _, h := range locks {
+		if !h.paused {
+			stop := context.AfterFunc(h.l.Context(), func() { ended <- h.l })
+			defer stop()
+		}
+	}
+	select {
+	case l := <-ended:
+		t.Errorf("the lease of %s on a healthy master ended: %v", l.Name(), context.Cause(l.Context()))
+	case <-time.After(2 * lease):
+	}
+	if err := paused.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range locks {
+		live := h.l.Context().Err() == nil
+		if live == h.paused {
+			t.Errorf("%s (on the paused master: %v): lease context live %v", h.l.Name(), h.paused, live)
+		}
+		if !h.paused {
+			if n := cc.Exists(ctx, distlock.DefaultPrefix+"{"+h.l.Name()+"}").Val(); n != 1 {
+				t.Errorf("the key of %s on a healthy master is gone", h.l.Name())
+			}
+			if err := h.l.Unlock(ctx); err != nil {
+				t.Errorf("Unlock %s: %v", h.l.Name(), err)
+			}
+		}
+	}
+}

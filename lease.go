@@ -9,13 +9,30 @@ import (
 )
 
 // A Lease is one hold of a lock, returned by Lock and TryLock. Its methods
-// are safe for concurrent use.
+// are safe for concurrent use, and safe on a nil *Lease (the one a failed
+// Lock or TryLock returns): Unlock and Extend then return an error wrapping
+// ErrNotHeld, Context an ended context, Token 0 and Name "".
 type Lease struct {
 	l *engine.Lease
 }
 
+// errNilLease is what a nil *Lease reports.
+var errNilLease = fmt.Errorf("%w: nil lease (the lock was not acquired)", ErrNotHeld)
+
+// endedContext is the Context of a nil *Lease.
+var endedContext = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errNilLease)
+	return ctx
+}()
+
 // Name is the name of the lock.
-func (l *Lease) Name() string { return l.l.Name() }
+func (l *Lease) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.l.Name()
+}
 
 // Token is the fencing token of this hold: strictly greater than the
 // token of every earlier acquisition of the same lock name, by any owner
@@ -23,7 +40,12 @@ func (l *Lease) Name() string { return l.l.Name() }
 // resource you modify and have it reject tokens lower than the highest it
 // has seen: that keeps a holder that outlived its lease (a long pause)
 // from doing damage. See the package documentation for what it rests on.
-func (l *Lease) Token() uint64 { return l.l.Token() }
+func (l *Lease) Token() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.l.Token()
+}
 
 // Context is a context that carries the values of the context the lock was
 // acquired with, and is cancelled when this lease is unlocked or the lock is
@@ -33,23 +55,53 @@ func (l *Lease) Token() uint64 { return l.l.Token() }
 //
 // Acquiring the same lock with this context, or one derived from it,
 // re-enters the lock instead of waiting for it.
-func (l *Lease) Context() context.Context { return l.l.Context() }
+func (l *Lease) Context() context.Context {
+	if l == nil {
+		return endedContext
+	}
+	return l.l.Context()
+}
 
-// Unlock releases this hold; the lock is free when the last hold of its
-// owner is released, and one waiter per process is woken. It returns an
-// error wrapping ErrNotHeld if this lease was already unlocked, and
-// ErrLockLost if the lock had been lost. A failed release is retried; a
-// retry never releases twice. If the release cannot be confirmed, the
-// error wraps ErrBackend (Redis failed) or the end of ctx, the lease
-// context is cancelled, and the lock expires with its lease. Unlock makes
-// one attempt even when ctx has already ended, so a deferred Unlock works
-// after a request has timed out.
-func (l *Lease) Unlock(ctx context.Context) error { return l.l.Unlock(ctx) }
+// Unlock releases this hold. Its context is cancelled first, before the
+// release is sent, so that no work runs under it once another owner can
+// take the lock. The lock is free when the last lease of its owner is
+// unlocked, and one waiter per process is woken.
+//
+// Leases of one owner (re-entry) are independent: unlocking the outer lease
+// while an inner one is held cancels only the outer lease's context; the
+// lock stays held, and the inner lease's context live, until the inner
+// lease is unlocked too. Unlocking several of them at once, in any order,
+// succeeds for each. A re-entry still on its way when the last lease is
+// unlocked fails with ErrNotHeld.
+//
+// Unlock returns an error wrapping ErrNotHeld if this lease was already
+// unlocked, and ErrLockLost if the lock had been lost. A failed release is
+// retried; a retry never releases twice. If the release cannot be
+// confirmed, the error wraps ErrBackend (Redis failed) or the end of ctx;
+// the release is then retried in the background, and the lock expires
+// with its lease at the latest. Unlock makes one attempt even when ctx has
+// already ended, so a deferred Unlock works after a request has timed out.
+func (l *Lease) Unlock(ctx context.Context) error {
+	if l == nil {
+		return errNilLease
+	}
+	return l.l.Unlock(ctx)
+}
 
 // Extend sets the lease to ttl from now, and makes ttl the lease length of
 // later renewals. It returns an error wrapping ErrLockLost if the lock was
 // lost, and ErrNotHeld if the lease was unlocked.
+//
+// If Extend cannot confirm the extension (ctx ended, Redis failed), it
+// returns an error, and the request may still be applied later: the lease
+// context then counts with both outcomes, so a shorter ttl that lands late
+// ends the context before the server can expire the key. A late request
+// never undoes a later renewal or Extend (renewals are sequenced on the
+// server).
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return errNilLease
+	}
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
@@ -57,4 +109,9 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 // String describes the lease without its secrets.
-func (l *Lease) String() string { return fmt.Sprintf("lease %q token %d", l.Name(), l.Token()) }
+func (l *Lease) String() string {
+	if l == nil {
+		return "lease <nil>"
+	}
+	return fmt.Sprintf("lease %q token %d", l.Name(), l.Token())
+}

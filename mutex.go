@@ -38,11 +38,17 @@ func (m *Mutex) Err() error { return m.err }
 // same goroutine.
 //
 // Cancelling ctx while a request is on its way never leaves a lock behind:
-// whatever the request took is released in the background.
+// whatever the request took is released in the background, and the
+// request is refused if it reaches Redis only later (for a minute, or two
+// leases if longer; see the package documentation).
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, true) }
 
-// TryLock makes one attempt. If someone else holds the lock it returns an
-// error wrapping ErrNotAcquired.
+// TryLock makes one attempt. If someone else holds the lock, or callers of
+// the same Client are already waiting for it in Lock (they are served
+// first come, first served), it returns an error wrapping ErrNotAcquired.
+// If its request's outcome cannot be known (ctx ended, Redis failed),
+// whatever it may have taken is released in the background, and the
+// request is refused by Redis if it arrives later.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, false) }
 
 func (m *Mutex) acquire(ctx context.Context, wait bool) (*Lease, error) {

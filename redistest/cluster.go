@@ -24,14 +24,15 @@ type Cluster struct {
 // StartCluster starts n (at least 1) cluster-enabled servers, assigns the
 // slots, joins them and returns once every node reports cluster_state:ok.
 // The caller must call [Cluster.Stop]; tests should use [StartClusterT].
-// The servers' cluster bus ports are their ports + 10000.
+// The servers' cluster bus ports are their ports + 10000. The cluster's
+// node timeout is 5 s unless opts set --cluster-node-timeout.
 func StartCluster(n int, opts ...Option) (*Cluster, error) {
 	if n < 1 {
 		return nil, errors.New("redistest: a cluster needs at least one node")
 	}
 	c := &Cluster{}
-	opts = append(opts, WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-		"--cluster-node-timeout", "5000"))
+	opts = append([]Option{WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", "5000")}, opts...) // later arguments win
 	for i := 0; i < n; i++ {
 		s, err := StartServer(opts...)
 		if err != nil {

@@ -3,6 +3,7 @@ package safety
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 // lateReplyHook makes the first acquire script on key arrive after the
 // lease deadline (it runs on the server at once; only its reply is late,
-// as with a slow network), and holds the first whole-owner release (the
+// as with a slow network), and holds the first clean-up, abandon.lua (the
 // engine's background clean-up of that late hold) until the next acquire
 // script on key has returned.
 type lateReplyHook struct {
@@ -41,7 +42,7 @@ func (h *lateReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		switch {
-		case fmt.Sprint(a[2]) == "2" && len(a) > 6: // acquire: 2 keys and arguments
+		case fmt.Sprint(a[2]) == "3" && len(a) > 7: // acquire: 3 keys and arguments
 			h.mu.Lock()
 			h.acquires++
 			n := h.acquires
@@ -55,7 +56,7 @@ func (h *lateReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				close(h.secondAcquire)
 			}
 			return err
-		case fmt.Sprint(a[2]) == "1" && len(a) > 5 && fmt.Sprint(a[5]) == "0": // release of every hold
+		case fmt.Sprint(a[2]) == "2" && len(a) > 4 && strings.Contains(fmt.Sprint(a[4]), ":abandoned:"): // the clean-up (abandon)
 			h.mu.Lock()
 			first := !h.cleanupHeld
 			h.cleanupHeld = true

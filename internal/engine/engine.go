@@ -1,8 +1,3 @@
-// Package engine is the backend-independent core of distlock: it waits for
-// locks (push wake-ups with a lease-bounded fallback), keeps held leases
-// alive in batches, cancels lease contexts before a lease can run out on the
-// server, and hands re-entrant acquisitions to the hold that a context
-// carries. Backends (Redis today) implement the Backend interface.
 package engine
 
 import (
@@ -33,36 +28,20 @@ type Engine struct {
 	seq     atomic.Uint64
 	renew   *renewer
 
-	ctx    context.Context // cancelled when Close starts: waits end, no new requests
+	ctx    context.Context // cancelled when Close starts: waits end
 	cancel context.CancelFunc
 	// abandon is cancelled when Close gives up waiting: requests still
 	// under way are abandoned.
 	abandon       context.Context
 	abandonCancel context.CancelFunc
-	bg            sync.WaitGroup // background work: watches, renewals, clean-ups
+	bg            sync.WaitGroup // requests and background work: Close waits for it
+	unresolved    atomic.Int64   // releases and clean-ups that Close saw fail
 
-	closed atomic.Bool
+	closed atomic.Bool // Close has started: no new requests from callers
 
 	mu       sync.Mutex
 	queues   map[string]*queue
 	draining bool // Close is waiting for bg: no more Adds
-}
-
-// spawn runs fn in a goroutine that Close waits for. Once Close has started
-// waiting, fn runs in the caller instead.
-func (e *Engine) spawn(fn func()) {
-	e.mu.Lock()
-	if e.draining {
-		e.mu.Unlock()
-		fn()
-		return
-	}
-	e.bg.Add(1)
-	e.mu.Unlock()
-	go func() {
-		defer e.bg.Done()
-		fn()
-	}()
 }
 
 // New returns an engine on b. observe, if not nil, is called synchronously
@@ -94,7 +73,8 @@ func (e *Engine) emit(ev Event) {
 
 // Acquire takes the lock described by s. With wait it blocks until the lock
 // is held or ctx ends; without, it makes one attempt and returns an error
-// wrapping ErrNotAcquired if someone else holds the lock.
+// wrapping ErrNotAcquired if someone else holds the lock, or if callers of
+// this engine are already waiting for it (they are served first).
 //
 // If ctx carries a lease context of the same lock from this engine, the
 // acquisition re-enters that hold instead.
@@ -110,11 +90,14 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 	}
 	start := time.Now()
 
-	// One attempt at once, unless others of this process already wait: then
-	// line up behind them.
-	var g Grant
-	if !wait || !e.waiting(s.Name) {
-		l, g0, err := e.try(ctx, s)
+	// One attempt at once, unless others of this process already wait:
+	// then line up behind them.
+	if e.waiting(s.Name) {
+		if !wait {
+			return nil, fmt.Errorf("%w: lock %q: other callers of this process are waiting for it", ErrNotAcquired, s.Name)
+		}
+	} else {
+		l, g, err := e.try(ctx, s)
 		if err != nil {
 			return nil, err
 		}
@@ -123,9 +106,8 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 			return l, nil
 		}
 		if !wait {
-			return nil, fmt.Errorf("%w: lock %q is held by another owner (lease %v left)", ErrNotAcquired, s.Name, g0.TTL)
+			return nil, fmt.Errorf("%w: lock %q is held by another owner (lease %v left)", ErrNotAcquired, s.Name, max(g.TTL, 0))
 		}
-		g = g0
 	}
 
 	q, w, first, err := e.join(ctx, s.Name)
@@ -135,7 +117,10 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 	if err != nil {
 		return nil, notAcquired(s.Name, err)
 	}
-	defer e.leave(q, w)
+	// A waiter that leaves without the lock hands on a wake-up it did not
+	// act on, and the head's duty to watch the holder's lease.
+	acquired, woken := false, false
+	defer func() { e.leave(q, w, !acquired, woken) }()
 	e.emit(Event{Kind: Waiting, Name: s.Name})
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -147,23 +132,26 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 			return nil, notAcquired(s.Name, context.Cause(ctx))
 		}
 		if try {
-			l, g0, err := e.try(ctx, s)
+			woken = false
+			l, g, err := e.try(ctx, s)
 			if err != nil {
 				return nil, err
 			}
 			if l != nil {
+				acquired = true
+				e.heldUntil(q, s.Lease)
 				e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
 				return l, nil
 			}
-			g = g0
-		} else {
-			g.TTL = s.Lease // the holder's lease is unknown: assume ours
+			e.heldUntil(q, g.TTL)
 		}
 		// A lost notification costs at most the holder's remaining lease.
-		timer.Reset(pollDelay(g.TTL))
+		timer.Reset(pollDelay(e.holderLeft(q, s.Lease)))
 		select {
 		case <-w.wake:
+			woken = true
 		case <-timer.C:
+			woken = true
 		case <-ctx.Done():
 			return nil, notAcquired(s.Name, context.Cause(ctx))
 		case <-e.ctx.Done():
@@ -173,203 +161,236 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 }
 
 // try makes one attempt and turns a grant into a Lease. Every attempt has
-// an owner id of its own: a hold that an earlier attempt may have left
-// behind (and that is being cleaned up) is never mistaken for this one.
+// an owner id of its own: an attempt that is given up is abandoned (see
+// cleanup), and a late request of it is refused, never mistaken for a
+// later attempt.
 func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
 	r := Request{Name: s.Name, Owner: e.owners + strconv.FormatUint(e.seq.Add(1), 36), Hold: 1, Lease: s.Lease}
-	g, sent, err := e.attempt(ctx, r)
-	if err != nil || !g.Acquired {
-		return nil, g, err
+	sent := e.now()
+	type outcome struct {
+		l   *Lease
+		g   Grant
+		err error
 	}
-	h := &Hold{e: e, name: s.Name, owner: r.Owner, token: g.Token, renew: s.Renew, lease: s.Lease, index: -1}
-	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	h.ctx, h.cancel = context.WithValue(base, holdKey{e, s.Name}, h), cancel
-	h.lastHold.Store(1)
-	h.leases.Store(1)
+	out, replied := call(e, ctx, s.Lease, func(c context.Context) (Grant, error) { return e.b.Acquire(c, r) },
+		func(g Grant, err error, waiting bool) outcome {
+			switch {
+			case errors.Is(err, ErrClosed):
+				return outcome{err: ErrClosed}
+			case err != nil:
+				e.cleanup(r) // it may have been applied, now or later
+				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
+			case !g.Acquired:
+				return outcome{g: g}
+			case !waiting:
+				e.cleanup(r)
+				return outcome{}
+			}
+			l, err := e.hold(s, r, g, sent)
+			return outcome{l: l, g: g, err: err}
+		})
+	if !replied {
+		return nil, Grant{}, notAcquired(s.Name, context.Cause(ctx))
+	}
+	return out.l, out.g, out.err
+}
+
+// hold turns the grant g of request r, sent at sent, into a Hold and its
+// first Lease. It returns no Lease, and releases the lock, if the reply came
+// too late to be of use or Close has started.
+func (e *Engine) hold(s Spec, r Request, g Grant, sent time.Duration) (*Lease, error) {
+	h := newHold(e, s, r.Owner, g.Token)
 	added, late := e.renew.add(h, sent)
 	if !added {
 		e.cleanup(r)
-		cancel(ErrClosed)
-		return nil, g, ErrClosed
+		h.cancel(ErrClosed)
+		return nil, ErrClosed
 	}
 	if late {
 		// The reply came too late to be of use: the lease is (nearly) over.
 		e.lose(h, fmt.Errorf("%w: the acquisition reply came after the lease deadline", ErrLockLost), true)
-		return nil, Grant{TTL: 0}, nil
+		return nil, nil
 	}
-	return h.newLease(1), g, nil
-}
-
-// attempt sends one Acquire. The request itself is never cancelled: if ctx
-// ends first, attempt returns at once and a background task waits for the
-// reply and releases whatever the request may have taken, so a cancelled
-// acquisition leaves no lock behind. The same clean-up follows a backend
-// error, after which the request may or may not have been applied.
-func (e *Engine) attempt(ctx context.Context, r Request) (Grant, time.Duration, error) {
-	type result struct {
-		g   Grant
-		err error
-	}
-	sent := e.now()
-	if ctx.Done() == nil { // cannot end: no need to be able to return early
-		g, err := e.b.Acquire(ctx, r)
-		if err != nil {
-			e.cleanup(r)
-			return Grant{}, sent, fmt.Errorf("lock %q: %w", r.Name, err)
-		}
-		return g, sent, nil
-	}
-	done := make(chan result, 1)
-	go func() {
-		bctx, cancel := e.detach(ctx, r.Lease)
-		defer cancel()
-		g, err := e.b.Acquire(bctx, r)
-		done <- result{g, err}
-	}()
-	select {
-	case res := <-done:
-		if res.err != nil {
-			e.cleanup(r)
-			return Grant{}, sent, e.detachedErr(r, res.err)
-		}
-		return res.g, sent, nil
-	case <-ctx.Done():
-		e.spawn(func() {
-			if res := <-done; res.err != nil || res.g.Acquired {
-				e.cleanup(r)
-			}
-		})
-		return Grant{}, sent, notAcquired(r.Name, context.Cause(ctx))
-	}
-}
-
-// detach returns a context for a request that must outlive ctx (so that its
-// outcome is known) but not the lease it is about (a reply after that is of
-// no use), nor Close's patience. It keeps ctx's values.
-func (e *Engine) detach(ctx context.Context, lease time.Duration) (context.Context, context.CancelFunc) {
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
-	stop := context.AfterFunc(e.abandon, cancel)
-	return bctx, func() {
-		stop()
-		cancel()
-	}
-}
-
-// detachedErr explains the failure of request r made under a context from
-// detach, while the caller's context lasts. The request's own context
-// ending is not the caller's business: Close abandoned it, or the backend
-// did not answer within the lease.
-func (e *Engine) detachedErr(r Request, err error) error {
-	switch {
-	case errors.Is(err, ErrBackend):
-		return fmt.Errorf("lock %q: %w", r.Name, err)
-	case e.abandon.Err() != nil:
-		return ErrClosed
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w: lock %q: no reply within the lease (%v)", ErrBackend, r.Name, r.Lease)
-	}
-	return fmt.Errorf("%w: lock %q: %w", ErrBackend, r.Name, err)
-}
-
-// cleanup releases, in the background, a hold that an interrupted or
-// failed request may have taken. It keeps trying for one lease (after that
-// the lease has run out anyway), or until the engine is closed: an attempt
-// under way then still completes unless Close gives up on it, but none
-// follows.
-func (e *Engine) cleanup(r Request) {
-	e.spawn(func() {
-		ctx, cancel := e.detach(context.Background(), r.Lease)
-		defer cancel()
-		delay := 10 * time.Millisecond
-		for {
-			if res, err := e.b.Release(ctx, r); err == nil {
-				if res == Freed {
-					e.handOff(r.Name)
-				}
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-e.ctx.Done():
-				return
-			case <-time.After(delay):
-				delay = min(2*delay, time.Second)
-			}
-		}
-	})
+	return h.newLease(1), nil
 }
 
 // reenter adds a lease to the hold h.
+//
+// A re-entry counts only once it has succeeded: if the hold's last lease is
+// unlocked while a re-entry is on its way, the lock is released at once and
+// the re-entry fails with ErrNotHeld (its hold, if it reached the server,
+// went with the release).
 func (e *Engine) reenter(ctx context.Context, h *Hold) (*Lease, error) {
-	if err := h.lostErr(); err != nil {
-		return nil, err
+	if !h.usable() {
+		return nil, h.endErr()
 	}
 	id := h.lastHold.Add(1)
-	h.leases.Add(1)
 	r := Request{Name: h.name, Owner: h.owner, Hold: id, Lease: e.renew.leaseOf(h), Reenter: true}
-	g, _, err := e.attempt(ctx, r)
-	if err != nil || !g.Acquired {
-		h.leases.Add(-1)
+	type outcome struct {
+		l   *Lease
+		err error
 	}
-	if err != nil {
-		return nil, err
+	out, replied := call(e, ctx, r.Lease, func(c context.Context) (Grant, error) { return e.b.Acquire(c, r) },
+		func(g Grant, err error, waiting bool) outcome {
+			switch {
+			case errors.Is(err, ErrClosed):
+				return outcome{err: ErrClosed}
+			case err != nil:
+				e.releaseInBackground(h, id) // the hold may have been added
+				return outcome{err: fmt.Errorf("lock %q: %w", h.name, err)}
+			case !g.Acquired:
+				// Not this owner's any more: a loss, unless the hold ended
+				// first (released or lost while the re-entry was on its way).
+				e.lose(h, fmt.Errorf("%w: re-entry found it no longer held by this owner", ErrLockLost), false)
+				return outcome{err: h.endErr()}
+			case !waiting:
+				e.releaseInBackground(h, id)
+				return outcome{}
+			}
+			l := h.add(id)
+			if l == nil {
+				return outcome{err: h.endErr()}
+			}
+			e.emit(Event{Kind: Acquired, Name: h.name, Token: h.token, Holds: g.Holds})
+			return outcome{l: l}
+		})
+	if !replied {
+		return nil, notAcquired(h.name, context.Cause(ctx))
 	}
-	if !g.Acquired {
-		e.lose(h, fmt.Errorf("%w: re-entry found it no longer held by this owner", ErrLockLost), false)
-		return nil, h.lostErr()
-	}
-	e.emit(Event{Kind: Acquired, Name: h.name, Token: h.token, Holds: g.Holds})
-	return h.newLease(id), nil
+	return out.l, out.err
 }
 
-// release removes hold id of h (every hold of its owner with id 0),
-// retrying a failed attempt while ctx lasts. A ctx that has already ended
-// still gets one attempt, bounded by releaseTimeout, so that a deferred
-// Unlock releases even after the work's context has expired.
-func (e *Engine) release(ctx context.Context, h *Hold, id uint64) error {
+// unlock ends lease id of h for its caller: the last lease of a hold
+// releases the lock, any other lease only its own hold.
+func (e *Engine) unlock(ctx context.Context, h *Hold, id uint64) error {
+	if h.drop() {
+		return e.releaseAll(ctx, h)
+	}
+	return e.releaseOne(ctx, h, id)
+}
+
+// releaseInBackground removes hold id of h, added by a re-entry whose
+// caller has gone or that failed, while the hold lasts (its end removes
+// every hold of the owner).
+func (e *Engine) releaseInBackground(h *Hold, id uint64) {
+	e.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		_ = e.releaseOne(ctx, h, id)
+	})
+}
+
+// releaseAll releases every hold of h. The hold ends, and its lease
+// contexts are cancelled, before the release is sent: once the lock can be
+// taken by someone else, no context of h is live. If the release cannot be
+// confirmed, it is retried in the background, and the lock expires with
+// its lease at the latest.
+func (e *Engine) releaseAll(ctx context.Context, h *Hold) error {
+	if !e.endHold(h, errReleased) {
+		return h.unlockErr()
+	}
+	res, err := e.release(ctx, h, 0)
+	switch {
+	case err != nil:
+		e.cleanup(Request{Name: h.name, Owner: h.owner, Lease: e.renew.leaseOf(h)})
+		return fmt.Errorf("lock %q: release not confirmed, it is retried in the background and expires with its lease at the latest: %w", h.name, err)
+	case res == NotOwner:
+		return fmt.Errorf("lock %q: %w: it was no longer held by this owner at release", h.name, ErrLockLost)
+	}
+	e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
+	e.handOff(h.name)
+	return nil
+}
+
+// releaseOne releases hold id of h, one of several leases of the hold.
+func (e *Engine) releaseOne(ctx context.Context, h *Hold, id uint64) error {
+	if h.ctx.Err() != nil {
+		return h.unlockErr()
+	}
+	res, err := e.release(ctx, h, id)
+	switch {
+	case err != nil:
+		// The hold id may stay on the server: the release of the last
+		// lease removes every hold of the owner.
+		return fmt.Errorf("lock %q: release not confirmed: %w", h.name, err)
+	case res == Freed:
+		// No other hold had reached the server (a re-entry on its way):
+		// the lock is free, so the hold has ended.
+		if e.endHold(h, errReleased) {
+			e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
+		}
+		e.handOff(h.name)
+	case res == NotOwner:
+		e.lose(h, fmt.Errorf("%w: it was no longer held by this owner at release", ErrLockLost), false)
+		return h.unlockErr() // nil if the last lease's release came first
+	}
+	return nil
+}
+
+// release sends the release of hold id (0: every hold) of h, retrying a
+// failed attempt while ctx lasts. A ctx that has already ended still gets
+// one attempt, bounded by releaseTimeout, so that a deferred Unlock releases
+// even after the work's context has expired.
+func (e *Engine) release(ctx context.Context, h *Hold, id uint64) (Release, error) {
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 	}
 	r := Request{Name: h.name, Owner: h.owner, Hold: id}
-	var err error
-	var res Release
-	retried := false
-	for try := 0; try < releaseTries; try++ {
-		if res, err = e.b.Release(ctx, r); err == nil {
-			break
-		}
-		retried = true
-		if ctx.Err() != nil {
-			break
-		}
+	type outcome struct {
+		res     Release
+		retried bool
+		err     error
 	}
-	if err != nil {
-		// The lock will expire by itself: stop renewing it.
-		if e.renew.remove(h) {
-			h.cancel(fmt.Errorf("%w: release failed: %w", ErrLockLost, err))
+	out, replied := call(e, ctx, releaseTimeout, func(c context.Context) (outcome, error) {
+		var o outcome
+		var err error
+		for try := 0; try < releaseTries; try++ {
+			if o.res, err = e.b.Release(c, r); err == nil || c.Err() != nil || ctx.Err() != nil {
+				break
+			}
+			o.retried = true
 		}
-		return fmt.Errorf("lock %q: release failed, it expires with its lease: %w", h.name, err)
-	}
-	if res == NotOwner && retried && h.ctx.Err() == nil {
-		// An earlier attempt that seemed to fail freed it: the lease was
-		// valid all along, so no one else can have taken it.
-		res = Freed
-	}
-	switch res {
-	case Freed:
-		if e.renew.remove(h) {
-			h.cancel(nil)
-			e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
+		return o, err
+	}, func(o outcome, err error, waiting bool) outcome {
+		if !waiting {
+			if err != nil {
+				e.cleanup(Request{Name: h.name, Owner: h.owner, Lease: e.renew.leaseOf(h)})
+			} else if o.res == Freed {
+				e.handOff(h.name)
+			}
 		}
-		e.handOff(h.name)
-	case NotOwner:
-		e.lose(h, fmt.Errorf("%w: it was no longer held by this owner at release", ErrLockLost), false)
-		return h.lostErr()
+		o.err = err
+		return o
+	})
+	if !replied {
+		return 0, context.Cause(ctx)
 	}
-	return nil
+	if out.err != nil {
+		return 0, out.err
+	}
+	if out.res == NotOwner && out.retried {
+		// An earlier attempt that seemed to fail may have freed it. It
+		// cannot be told apart from a force-unlock in between; either way
+		// this owner no longer holds the lock.
+		out.res = Freed
+	}
+	return out.res, nil
+}
+
+// endHold ends h with cause, unless it has ended already, and cancels its
+// lease contexts (with no cause for a release). It reports whether it did.
+func (e *Engine) endHold(h *Hold, cause error) bool {
+	if !e.renew.end(h, cause) {
+		return false
+	}
+	if cause == errReleased {
+		h.cancel(nil)
+	} else {
+		h.cancel(cause)
+	}
+	return true
 }
 
 // lose ends h because the lock was lost, cancelling its lease contexts
@@ -377,49 +398,60 @@ func (e *Engine) release(ctx context.Context, h *Hold, id uint64) error {
 // deadline passed without confirmation), so it is released in the background
 // to let waiters in sooner.
 func (e *Engine) lose(h *Hold, cause error, stale bool) {
-	e.renew.remove(h)
-	if h.ctx.Err() != nil {
-		return
-	}
-	h.cancel(cause)
-	e.emit(Event{Kind: Lost, Name: h.name, Token: h.token, Err: cause})
-	if stale {
-		e.cleanup(Request{Name: h.name, Owner: h.owner, Hold: 0, Lease: e.renew.leaseOf(h)})
+	if e.renew.end(h, cause) {
+		e.lost(h, stale)
 	}
 }
 
-// Close stops renewals, releases every hold, ends waits with ErrClosed and
-// waits for background work, all within ctx. Requests still under way when
-// ctx ends are abandoned (their contexts are cancelled; a backend that
-// ignores cancellation may finish them later) and Close returns an error
-// wrapping ErrBackend: the locks they may have taken expire with their
-// leases.
+// lost finishes the loss of h, which the renewer has just ended.
+func (e *Engine) lost(h *Hold, stale bool) {
+	cause := e.renew.causeOf(h)
+	h.cancel(cause)
+	e.emit(Event{Kind: Lost, Name: h.name, Token: h.token, Err: cause})
+	if stale {
+		e.cleanup(Request{Name: h.name, Owner: h.owner, Lease: e.renew.leaseOf(h)})
+	}
+}
+
+// Close ends every hold (cancelling its lease contexts with ErrClosed, before
+// anything is released), releases them, ends waits with ErrClosed and waits
+// for every request and clean-up still under way, all within ctx. Requests
+// still under way when ctx ends are abandoned (their contexts are
+// cancelled; a backend that ignores cancellation may finish them later)
+// and Close returns an error wrapping ErrBackend: the locks they may have
+// taken expire with their leases. The same error reports a release or
+// clean-up that failed.
 func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
 	if e.closed.Swap(true) {
+		e.mu.Unlock()
 		return nil
 	}
+	e.mu.Unlock()
 	defer e.abandonCancel()
 
 	holds := e.renew.stop()
-	var wg sync.WaitGroup
 	for _, h := range holds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = e.b.Release(ctx, Request{Name: h.name, Owner: h.owner, Hold: 0})
-			h.cancel(ErrClosed)
-		}()
+		h.cancel(ErrClosed)
 	}
-	released := waitFor(ctx, &wg)
 	for _, h := range holds {
-		h.cancel(ErrClosed) // also those whose release is still on its way
+		e.spawn(func() {
+			rctx, cancel := e.detach(context.Background(), releaseTimeout)
+			defer cancel()
+			if _, err := e.b.Release(rctx, Request{Name: h.name, Owner: h.owner}); err != nil {
+				e.unresolved.Add(1)
+			}
+		})
 	}
 	e.cancel()
 	e.mu.Lock()
 	e.draining = true
 	e.mu.Unlock()
-	if !released || !waitFor(ctx, &e.bg) {
+	if !waitFor(ctx, &e.bg) {
 		return fmt.Errorf("%w: close: requests to the backend still under way after %w; locks they hold expire with their leases", ErrBackend, context.Cause(ctx))
+	}
+	if n := e.unresolved.Load(); n > 0 {
+		return fmt.Errorf("%w: close: %d releases failed; those locks expire with their leases", ErrBackend, n)
 	}
 	return nil
 }

@@ -12,3 +12,10 @@ var (
 	ErrBackend     = errors.New("distlock: backend error")
 	ErrUnsupported = errors.New("distlock: unsupported server")
 )
+
+// ErrSuperseded is a Renew outcome: a later renewal of the same owner was
+// applied first, so this one changed nothing.
+var ErrSuperseded = errors.New("distlock: renewal superseded by a later one")
+
+// errReleased is the end of a hold that its owner released.
+var errReleased = errors.New("released")

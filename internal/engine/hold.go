@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -16,27 +17,84 @@ type Hold struct {
 	token uint64
 	renew bool // the watchdog renews the lease
 
-	ctx    context.Context // carries holdKey; cancelled on release or loss
+	ctx    context.Context // carries holdKey; cancelled when the hold ends
 	cancel context.CancelCauseFunc
 
 	lastHold atomic.Uint64 // the last hold id handed out
-	leases   atomic.Int64  // leases not yet unlocked, counting re-entries on their way
+
+	mu     sync.Mutex
+	leases int  // leases handed out and not yet unlocked
+	ending bool // the last lease was unlocked: no re-entry may succeed
 
 	// Guarded by the renewer's mutex; times are offsets from the engine's
 	// monotonic epoch.
-	lease    time.Duration
-	deadline time.Duration // local end of validity: confirmed send + lease - margin
+	lease    time.Duration // lease length of renewals
+	base     time.Duration // local end of validity by the last confirmed request: its send + lease - margin
+	pending  []bound       // requests not confirmed yet that may still set the lease
+	deadline time.Duration // min(base, pending bounds): the lease context ends here
+	seq      uint64        // the last renewal sequence number sent
+	acked    uint64        // the highest sequence number confirmed
 	renewAt  time.Duration
 	next     time.Duration // heap key
 	index    int           // heap position, -1 when not in the heap
-	inflight bool          // a renewal or extension is on its way
-	done     bool          // released or lost
+	inflight bool          // a watchdog renewal is on its way
+	done     bool          // ended: released, lost or closed
+	cause    error         // why it ended
+}
+
+// A bound is what a renewal or extension on its way, or one whose outcome
+// is unknown, may leave on the server: if it lands, the lease ends no
+// earlier than its send time + its lease.
+type bound struct {
+	seq uint64
+	end time.Duration // send + lease - margin
 }
 
 // holdKey finds, in a context, the Hold of one lock of one engine.
 type holdKey struct {
 	e    *Engine
 	name string
+}
+
+func newHold(e *Engine, s Spec, owner string, token uint64) *Hold {
+	h := &Hold{e: e, name: s.Name, owner: owner, token: token, renew: s.Renew, lease: s.Lease, index: -1, leases: 1}
+	base, cancel := context.WithCancelCause(context.Background())
+	h.ctx, h.cancel = context.WithValue(base, holdKey{e, s.Name}, h), cancel
+	h.lastHold.Store(1)
+	return h
+}
+
+// usable reports whether a re-entry may start: the hold has not ended and
+// its last lease is not being unlocked.
+func (h *Hold) usable() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.ending && h.ctx.Err() == nil
+}
+
+// add hands out lease id of a re-entry that succeeded, unless the hold
+// ended, or its last lease was unlocked, while the re-entry was on its way.
+func (h *Hold) add(id uint64) *Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ending || h.ctx.Err() != nil {
+		return nil
+	}
+	h.leases++
+	return h.newLease(id)
+}
+
+// drop uncounts an unlocked lease and reports whether it was the last: the
+// caller then releases the whole hold.
+func (h *Hold) drop() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.leases--
+	if h.leases == 0 && !h.ending {
+		h.ending = true
+		return true
+	}
+	return false
 }
 
 // A Lease is one hold of a lock, as returned to a caller.
@@ -59,25 +117,19 @@ func (l *Lease) Name() string { return l.hold.name }
 // Token is the fencing token of the hold.
 func (l *Lease) Token() uint64 { return l.hold.token }
 
-// Context is cancelled when this lease is unlocked or the lock is lost.
+// Context is cancelled when this lease is unlocked or its hold ends.
 func (l *Lease) Context() context.Context { return l.ctx }
 
-// Unlock releases this hold; the lock is freed when it was the last one.
+// Unlock releases this lease: its context is cancelled first. The last
+// lease of a hold releases the lock; an earlier one only its own hold, and
+// the hold's other leases keep the lock.
 func (l *Lease) Unlock(ctx context.Context) error {
 	h := l.hold
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: lock %q: this lease was already unlocked", ErrNotHeld, h.name)
 	}
-	defer l.cancel(nil)
-	last := h.leases.Add(-1) == 0
-	if err := h.lostErr(); err != nil {
-		return err
-	}
-	id := l.id
-	if last {
-		id = 0 // every hold: none can stay behind to keep the lock
-	}
-	return h.e.release(ctx, h, id)
+	l.cancel(nil)
+	return h.e.unlock(ctx, h, l.id)
 }
 
 // Extend sets the lease to ttl from now and keeps it for later renewals.
@@ -86,22 +138,31 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.unlocked.Load() {
 		return fmt.Errorf("%w: lock %q: this lease was already unlocked", ErrNotHeld, h.name)
 	}
-	if err := h.lostErr(); err != nil {
-		return err
-	}
 	return h.e.renew.extend(ctx, h, ttl)
 }
 
-// lostErr is the error for using a hold that has ended, or nil.
-func (h *Hold) lostErr() error {
-	if h.ctx.Err() == nil {
+// endErr is the error for using h after it ended: nil for a release by its
+// owner (the caller's lease went with the others), ErrNotHeld for a
+// re-entry after that, or the cause of the loss.
+func (h *Hold) endErr() error {
+	cause := h.e.renew.causeOf(h)
+	switch cause {
+	case nil:
 		return nil
-	}
-	cause := context.Cause(h.ctx)
-	if cause == context.Canceled {
+	case errReleased:
 		return fmt.Errorf("%w: lock %q was released", ErrNotHeld, h.name)
 	}
 	return fmt.Errorf("lock %q: %w", h.name, cause)
+}
+
+// unlockErr is what unlocking a lease of h returns once h has ended: nil
+// if its owner released it (the release of the last lease took every hold
+// with it), the cause otherwise.
+func (h *Hold) unlockErr() error {
+	if h.e.renew.causeOf(h) == errReleased {
+		return nil
+	}
+	return h.endErr()
 }
 
 // margin is how much earlier than the server the holder gives up a lease:

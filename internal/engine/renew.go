@@ -3,6 +3,7 @@ package engine
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,15 +15,22 @@ import (
 // A watchdog lease is renewed between lease/6 and lease/3 after its last
 // confirmed renewal: renewal times are rounded down to a grid of lease/6, so
 // holds with the same lease share their renewal instants and go to the
-// backend as one batch, whatever their number. A hold whose renewal is not
-// confirmed by its deadline (send time of the last confirmed renewal +
-// lease - margin) is lost: its context is cancelled before the server can
-// expire the key, so before anyone else can take the lock.
+// backend as one batch, whatever their number.
+//
+// The deadline of a hold is the earliest moment at which the server may
+// expire its key, less a margin, given every request that may still set
+// its lease: the last confirmed one (its send time + lease) and every
+// renewal or extension sent after it whose outcome is not known yet, or
+// never will be (a lost reply: it may land later, and a shorter lease then
+// ends sooner). Renewals carry increasing sequence numbers and the backend
+// refuses one older than the last it applied, so a confirmation makes every
+// earlier request harmless. A hold whose deadline passes is lost: its
+// context is cancelled before the server can expire the key, so before
+// anyone else can take the lock.
 type renewer struct {
 	e *Engine
 
 	mu      sync.Mutex
-	idle    *sync.Cond // signalled when a hold stops being in flight
 	holds   holdHeap
 	timer   *time.Timer
 	armedAt time.Duration // when the timer fires; valid if armed
@@ -32,7 +40,6 @@ type renewer struct {
 
 func newRenewer(e *Engine) *renewer {
 	r := &renewer{e: e}
-	r.idle = sync.NewCond(&r.mu)
 	r.timer = time.AfterFunc(time.Hour, r.fire)
 	r.timer.Stop()
 	return r
@@ -47,7 +54,8 @@ func (r *renewer) add(h *Hold, sent time.Duration) (added, late bool) {
 	if r.stopped {
 		return false, false
 	}
-	h.deadline = sent + h.lease - margin(h.lease)
+	h.base = sent + h.lease - margin(h.lease)
+	h.deadline = h.base
 	h.renewAt = renewTime(sent, h.lease)
 	h.schedule()
 	heap.Push(&r.holds, h)
@@ -62,26 +70,34 @@ func (r *renewer) leaseOf(h *Hold) time.Duration {
 	return h.lease
 }
 
-// remove stops watching h; it reports false if h had already ended.
-func (r *renewer) remove(h *Hold) bool {
+// causeOf reads why h ended, nil while it has not.
+func (r *renewer) causeOf(h *Hold) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.end(h)
+	return h.cause
 }
 
-// end marks h done and takes it out of the heap. r.mu must be held.
-func (r *renewer) end(h *Hold) bool {
+// end marks h ended with cause and stops watching it; it reports false if h
+// had already ended.
+func (r *renewer) end(h *Hold, cause error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.endLocked(h, cause)
+}
+
+func (r *renewer) endLocked(h *Hold, cause error) bool {
 	if h.done {
 		return false
 	}
-	h.done = true
+	h.done, h.cause = true, cause
 	if h.index >= 0 {
 		heap.Remove(&r.holds, h.index)
 	}
 	return true
 }
 
-// stop ends every hold and returns them; the timer fires no more.
+// stop ends every hold with ErrClosed and returns them; the timer fires no
+// more.
 func (r *renewer) stop() []*Hold {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -90,7 +106,7 @@ func (r *renewer) stop() []*Hold {
 	var out []*Hold
 	for len(r.holds) > 0 {
 		h := heap.Pop(&r.holds).(*Hold)
-		h.done = true
+		h.done, h.cause = true, ErrClosed
 		out = append(out, h)
 	}
 	return out
@@ -113,6 +129,69 @@ func (h *Hold) schedule() {
 	}
 }
 
+// send records a renewal or extension of h for lease, sent at sent, and
+// returns its sequence number. Until it is confirmed, the deadline counts
+// with it. r.mu must be held.
+func (r *renewer) send(h *Hold, sent, lease time.Duration) uint64 {
+	h.seq++
+	h.pending = append(h.pending, bound{seq: h.seq, end: sent + lease - margin(lease)})
+	r.setDeadline(h)
+	return h.seq
+}
+
+// settle takes the outcome of request seq of h (sent at sent, for lease)
+// into account. It reports whether the hold was found lost. r.mu must be
+// held.
+func (r *renewer) settle(h *Hold, seq uint64, sent, lease time.Duration, err error) (lost bool) {
+	if h.done {
+		return false
+	}
+	switch {
+	case err == nil:
+		if seq > h.acked {
+			h.acked = seq
+			h.lease = lease
+			h.base = sent + lease - margin(lease)
+			h.renewAt = renewTime(sent, lease)
+		}
+		h.forget(h.acked)
+	case errors.Is(err, ErrSuperseded):
+		h.forget(seq) // a later request was applied: this one never will be
+	case errors.Is(err, ErrNotHeld):
+		return true
+	default:
+		// Unknown: it may still land, so its bound stays in pending.
+	}
+	r.setDeadline(h)
+	return false
+}
+
+// forget drops the pending requests up to seq: a request with a higher
+// sequence number was applied, so they never will be.
+func (h *Hold) forget(seq uint64) {
+	keep := h.pending[:0]
+	for _, b := range h.pending {
+		if b.seq > seq {
+			keep = append(keep, b)
+		}
+	}
+	h.pending = keep
+}
+
+// setDeadline recomputes the deadline of h and its place in the heap.
+// r.mu must be held.
+func (r *renewer) setDeadline(h *Hold) {
+	h.deadline = h.base
+	for _, b := range h.pending {
+		h.deadline = min(h.deadline, b.end)
+	}
+	h.schedule()
+	if h.index >= 0 {
+		heap.Fix(&r.holds, h.index)
+	}
+	r.arm(h.next)
+}
+
 // fire handles the holds that are due: it ends those past their deadline
 // and sends one renewal batch for the others.
 func (r *renewer) fire() {
@@ -123,18 +202,18 @@ func (r *renewer) fire() {
 	}
 	now := r.e.now()
 	r.armed = false
-	var lost, batch []*Hold
+	var lost []*Hold
+	var batch []renewal
 	for len(r.holds) > 0 && r.holds[0].next <= now {
 		h := r.holds[0]
 		if h.deadline <= now {
-			r.end(h)
+			r.endLocked(h, fmt.Errorf("%w: renewal not confirmed before the lease deadline", ErrLockLost))
 			lost = append(lost, h)
 			continue
 		}
 		h.inflight = true
-		h.schedule()
-		heap.Fix(&r.holds, 0)
-		batch = append(batch, h)
+		seq := r.send(h, now, h.lease)
+		batch = append(batch, renewal{h: h, req: Request{Name: h.name, Owner: h.owner, Lease: h.lease, Seq: seq}})
 	}
 	if len(r.holds) > 0 {
 		r.arm(r.holds[0].next)
@@ -142,111 +221,150 @@ func (r *renewer) fire() {
 	r.mu.Unlock()
 
 	for _, h := range lost {
-		r.e.lose(h, fmt.Errorf("%w: renewal not confirmed before the lease deadline", ErrLockLost), true)
+		r.e.lost(h, true)
 	}
 	if len(batch) > 0 {
 		r.e.spawn(func() { r.renewBatch(batch, now) })
 	}
 }
 
-// renewBatch renews the holds of one batch in one backend call.
-func (r *renewer) renewBatch(batch []*Hold, sent time.Duration) {
-	reqs := make([]Request, len(batch))
-	first := batch[0].deadline
-	r.mu.Lock()
-	for i, h := range batch {
-		reqs[i] = Request{Name: h.name, Owner: h.owner, Lease: h.lease}
-		first = min(first, h.deadline)
-	}
-	r.mu.Unlock()
-
-	// A reply later than the first deadline of the batch is of no use to it.
-	ctx, cancel := context.WithTimeout(context.Background(), first-sent)
-	owned, err := r.e.b.Renew(ctx, reqs)
-	cancel()
-
-	now := r.e.now()
-	var events []Event
-	var lost []*Hold
-	r.mu.Lock()
-	for i, h := range batch {
-		h.inflight = false
-		if h.done {
-			continue
-		}
-		switch {
-		case err != nil:
-			h.renewAt = now + retryDelay(h.lease)
-			events = append(events, Event{Kind: RenewFailed, Name: h.name, Token: h.token, Err: err})
-		case owned[i]:
-			h.deadline = sent + reqs[i].Lease - margin(reqs[i].Lease)
-			h.renewAt = renewTime(sent, reqs[i].Lease)
-			events = append(events, Event{Kind: Renewed, Name: h.name, Token: h.token, Wait: reqs[i].Lease})
-		default:
-			r.end(h)
-			lost = append(lost, h)
-			continue
-		}
-		h.schedule()
-		heap.Fix(&r.holds, h.index)
-		r.arm(h.next)
-	}
-	r.idle.Broadcast()
-	r.mu.Unlock()
-
-	for _, ev := range events {
-		r.e.emit(ev)
-	}
-	for _, h := range lost {
-		r.e.lose(h, fmt.Errorf("%w: renewal found it no longer held by this owner", ErrLockLost), false)
-	}
+// A renewal is one hold's request in a batch.
+type renewal struct {
+	h        *Hold
+	req      Request
+	reported bool
 }
 
-// extend sets the lease of h to ttl from now, waiting for a renewal on its
-// way first so that the two cannot reach the server out of order.
+// renewBatch renews the holds of one batch in one backend call, taking
+// each outcome as it comes: a store that answers for some locks and not
+// others (a Cluster with one node down) costs only the others.
+func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
+	// A reply later than the last deadline of the batch is of no use to it.
+	last := sent
+	r.mu.Lock()
+	for _, b := range batch {
+		last = max(last, b.h.deadline)
+	}
+	r.mu.Unlock()
+	ctx, cancel := r.e.detach(context.Background(), last-sent)
+	defer cancel()
+
+	reqs := make([]Request, len(batch))
+	for i, b := range batch {
+		reqs[i] = b.req
+	}
+	var events []Event
+	var lost []*Hold
+	settle := func(i int, err error) {
+		b := &batch[i]
+		if b.reported {
+			return
+		}
+		b.reported = true
+		h := b.h
+		if r.settle(h, b.req.Seq, sent, b.req.Lease, err) {
+			r.endLocked(h, fmt.Errorf("%w: renewal found it no longer held by this owner", ErrLockLost))
+			lost = append(lost, h)
+			return
+		}
+		if h.done {
+			return
+		}
+		h.inflight = false
+		if err != nil && !errors.Is(err, ErrSuperseded) {
+			h.renewAt = r.e.now() + retryDelay(h.lease)
+			events = append(events, Event{Kind: RenewFailed, Name: h.name, Token: h.token, Err: err})
+		} else {
+			events = append(events, Event{Kind: Renewed, Name: h.name, Token: h.token, Wait: b.req.Lease})
+		}
+		h.schedule()
+		if h.index >= 0 {
+			heap.Fix(&r.holds, h.index)
+		}
+		r.arm(h.next)
+	}
+	flush := func() {
+		ev, ls := events, lost
+		events, lost = nil, nil
+		r.mu.Unlock()
+		for _, e := range ev {
+			r.e.emit(e)
+		}
+		for _, h := range ls {
+			r.e.lost(h, false)
+		}
+	}
+	r.e.b.Renew(ctx, reqs, func(i int, err error) {
+		if i < 0 || i >= len(batch) {
+			return
+		}
+		r.mu.Lock()
+		settle(i, err)
+		flush()
+	})
+	r.mu.Lock()
+	for i := range batch {
+		settle(i, fmt.Errorf("%w: renewal not answered", ErrBackend))
+	}
+	flush()
+}
+
+// extend sets the lease of h to ttl from now. Until it is confirmed, the
+// deadline counts with it; if its outcome stays unknown (ctx ended, the
+// backend failed), it still does, since the request may land later.
 func (r *renewer) extend(ctx context.Context, h *Hold, ttl time.Duration) error {
 	r.mu.Lock()
-	for h.inflight && !h.done {
-		r.idle.Wait()
-	}
 	if h.done {
 		r.mu.Unlock()
-		return h.lostErr()
+		return h.endErr()
 	}
-	h.inflight = true
-	h.schedule()
-	heap.Fix(&r.holds, h.index)
-	r.mu.Unlock()
-
 	sent := r.e.now()
-	owned, err := r.e.b.Renew(ctx, []Request{{Name: h.name, Owner: h.owner, Lease: ttl}})
-
-	r.mu.Lock()
-	h.inflight = false
-	r.idle.Broadcast()
-	if h.done {
-		r.mu.Unlock()
-		return h.lostErr()
-	}
-	if err == nil && !owned[0] {
-		r.end(h)
-		r.mu.Unlock()
-		r.e.lose(h, fmt.Errorf("%w: extension found it no longer held by this owner", ErrLockLost), false)
-		return h.lostErr()
-	}
-	if err == nil {
-		h.lease = ttl
-		h.deadline = sent + ttl - margin(ttl)
-		h.renewAt = renewTime(sent, ttl)
-	}
-	h.schedule()
-	heap.Fix(&r.holds, h.index)
-	r.arm(h.next)
+	seq := r.send(h, sent, ttl)
 	r.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("lock %q: extend: %w", h.name, err)
+
+	req := Request{Name: h.name, Owner: h.owner, Lease: ttl, Seq: seq}
+	renew := func(c context.Context) (struct{}, error) {
+		var out error
+		r.e.b.Renew(c, []Request{req}, func(_ int, err error) { out = err })
+		return struct{}{}, out
+	}
+	type outcome struct {
+		err   error
+		ended bool
+	}
+	out, replied := call(r.e, ctx, max(ttl, time.Second), renew, func(_ struct{}, err error, _ bool) outcome {
+		return outcome{err, r.finishExtend(h, seq, sent, ttl, err)}
+	})
+	err := out.err
+	if !replied {
+		err = context.Cause(ctx)
+	}
+	if out.ended || errors.Is(err, ErrClosed) {
+		if err := h.endErr(); err != nil {
+			return err
+		}
+		return ErrClosed
+	}
+	if err != nil && !errors.Is(err, ErrSuperseded) {
+		return fmt.Errorf("lock %q: extend: not confirmed, it may still be applied (the lease context counts with it): %w", h.name, err)
 	}
 	return nil
+}
+
+// finishExtend takes the outcome of an extension into account and reports
+// whether it found the lock lost.
+func (r *renewer) finishExtend(h *Hold, seq uint64, sent, ttl time.Duration, err error) bool {
+	r.mu.Lock()
+	lost := r.settle(h, seq, sent, ttl, err)
+	if lost {
+		lost = r.endLocked(h, fmt.Errorf("%w: extension found it no longer held by this owner", ErrLockLost))
+	}
+	ended := h.done
+	r.mu.Unlock()
+	if lost {
+		r.e.lost(h, false)
+	}
+	return ended
 }
 
 // renewTime is when a lease confirmed at sent is renewed next: lease/3

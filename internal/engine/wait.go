@@ -14,6 +14,7 @@ import (
 type queue struct {
 	name    string
 	waiters []*waiter     // in arrival order; guarded by Engine.mu
+	until   time.Duration // when the holder's lease ends at the latest, as last seen; 0: unknown; guarded by Engine.mu
 	ready   chan struct{} // closed when the watch is set up (or failed)
 	err     error         // why the watch failed; read after ready
 	stop    func()        // ends the watch; guarded by Engine.mu
@@ -72,11 +73,11 @@ func (e *Engine) join(ctx context.Context, name string) (q *queue, w *waiter, fi
 	select {
 	case <-q.ready:
 	case <-ctx.Done():
-		e.leave(q, w)
+		e.leave(q, w, true, false)
 		return nil, nil, false, context.Cause(ctx)
 	}
 	if q.err != nil {
-		e.leave(q, w)
+		e.leave(q, w, true, false)
 		return nil, nil, false, q.err
 	}
 	return q, w, first, nil
@@ -113,10 +114,13 @@ func (e *Engine) watch(q *queue) {
 
 // leave takes w out of q; the last waiter ends the watch, in the
 // background (the caller, often a goroutine that has just acquired, does not
-// wait for an unsubscription). A wake-up that w received but did not use
-// goes to the next waiter.
-func (e *Engine) leave(q *queue, w *waiter) {
+// wait for an unsubscription). A waiter that leaves without the lock (its
+// context ended) passes on what it owed the others: a wake-up it took or
+// still had and did not act on, and, at the head of the queue, the duty to
+// try when the holder's lease ends. The next waiter then tries at once.
+func (e *Engine) leave(q *queue, w *waiter, gaveUp, woken bool) {
 	e.mu.Lock()
+	head := len(q.waiters) > 0 && q.waiters[0] == w
 	for i, x := range q.waiters {
 		if x == w {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
@@ -125,10 +129,11 @@ func (e *Engine) leave(q *queue, w *waiter) {
 	}
 	select {
 	case <-w.wake:
-		if len(q.waiters) > 0 {
-			q.waiters[0].signal()
-		}
+		woken = true
 	default:
+	}
+	if (woken || head && gaveUp) && len(q.waiters) > 0 {
+		q.waiters[0].signal()
 	}
 	var stop func()
 	if len(q.waiters) == 0 {
@@ -141,6 +146,29 @@ func (e *Engine) leave(q *queue, w *waiter) {
 	if stop != nil {
 		e.spawn(stop)
 	}
+}
+
+// heldUntil records what an attempt learned of the holder's lease: ttl
+// left (ttl < 0: unknown).
+func (e *Engine) heldUntil(q *queue, ttl time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ttl >= 0 {
+		q.until = e.now() + ttl
+	} else {
+		q.until = 0
+	}
+}
+
+// holderLeft is how long the holder's lease may still last, as last seen
+// by any waiter of q; fallback when nothing is known.
+func (e *Engine) holderLeft(q *queue, fallback time.Duration) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if q.until == 0 {
+		return fallback
+	}
+	return q.until - e.now()
 }
 
 // handOff wakes the first local waiter of a lock this process has just

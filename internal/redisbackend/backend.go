@@ -22,8 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// renewChunk is how many locks one renew script covers.
-const renewChunk = 256
+// renewChunkSize is how many locks one renew script covers.
+const renewChunkSize = 256
 
 // pipelineLimit is how many acquire and release round trips may be on their
 // way at once before further calls are pipelined together.
@@ -83,7 +83,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	}
 	k := b.cfg.Keys
 	res, err := b.pipe.run(ctx, acquireScript,
-		[]string{k.Lock(r.Name), k.Fence(r.Name)},
+		[]string{k.Lock(r.Name), k.Fence(r.Name), k.Abandoned(r.Name, r.Owner)},
 		r.Owner, r.Hold, r.Lease.Milliseconds(), b.cfg.FenceRetention.Milliseconds(),
 		b.cfg.Host, b.pid, reenterFlag(r.Reenter), time.Now().UnixMilli()).Slice()
 	if err != nil {
@@ -127,70 +127,131 @@ func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release
 	}
 }
 
-// Renew implements engine.Backend. All chunks go out in one pipeline: one
-// round trip per Redis node, whatever the number of locks.
-func (b *Backend) Renew(ctx context.Context, rs []engine.Request) ([]bool, error) {
-	type chunk struct {
-		idx  []int // positions in rs
-		keys []string
-		args []any
-		cmd  *redis.Cmd
+// Abandon implements engine.Backend.
+func (b *Backend) Abandon(ctx context.Context, r engine.Request) (bool, error) {
+	k := b.cfg.Keys
+	n, err := b.pipe.run(ctx, abandonScript, []string{k.Lock(r.Name), k.Abandoned(r.Name, r.Owner)},
+		r.Owner, max(r.Lease.Milliseconds(), 1), k.Channel(r.Name), b.publishMode(), b.id).Int64()
+	if err != nil {
+		return false, backendErr(ctx, err)
 	}
-	var chunks []*chunk
-	open := map[int]*chunk{} // slot (or 0) -> chunk being filled
+	return n == 1, nil
+}
+
+// A renewChunk is one renew script call: up to renewChunkSize locks of one
+// slot.
+type renewChunk struct {
+	idx  []int // positions in the batch
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+}
+
+// Renew implements engine.Backend. Each Redis node gets one pipeline, all
+// of them at once: one round trip per node, whatever the number of locks,
+// and a node that does not answer holds up only its own locks' outcomes.
+func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(int, error)) {
+	var chunks []*renewChunk
+	open := map[int]*renewChunk{} // slot (or 0) -> chunk being filled
 	for i, r := range rs {
 		slot := 0
 		if b.sharded {
 			slot = Slot(r.Name)
 		}
 		c := open[slot]
-		if c == nil || len(c.idx) == renewChunk {
-			c = &chunk{}
+		if c == nil || len(c.idx) == renewChunkSize {
+			c = &renewChunk{}
 			open[slot] = c
 			chunks = append(chunks, c)
 		}
 		c.idx = append(c.idx, i)
 		c.keys = append(c.keys, b.cfg.Keys.Lock(r.Name))
-		c.args = append(c.args, r.Owner, r.Lease.Milliseconds())
+		c.args = append(c.args, r.Owner, r.Lease.Milliseconds(), r.Seq)
 	}
-	run := func(eval func(redis.Pipeliner, *chunk) *redis.Cmd, which []*chunk) error {
+	groups := b.byNode(ctx, chunks)
+	if len(groups) == 1 {
+		b.renewChunks(ctx, groups[0], report)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.renewChunks(ctx, g, report)
+		}()
+	}
+	wg.Wait()
+}
+
+// byNode groups chunks by the master that serves their slot (one group on
+// a standalone or Sentinel client). A slot whose master is unknown goes
+// with the others of unknown master; the cluster pipeline still routes it.
+func (b *Backend) byNode(ctx context.Context, chunks []*renewChunk) [][]*renewChunk {
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok {
+		return [][]*renewChunk{chunks}
+	}
+	var groups [][]*renewChunk
+	at := map[string]int{}
+	for _, c := range chunks {
+		addr := ""
+		if node, err := cc.MasterForKey(ctx, c.keys[0]); err == nil {
+			addr = node.Options().Addr
+		}
+		i, ok := at[addr]
+		if !ok {
+			i = len(groups)
+			at[addr] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups
+}
+
+// renewChunks sends chunks in one pipeline and reports every lock's outcome.
+func (b *Backend) renewChunks(ctx context.Context, chunks []*renewChunk, report func(int, error)) {
+	run := func(eval func(redis.Pipeliner, *renewChunk) *redis.Cmd, which []*renewChunk) {
 		pipe := b.rdb.Pipeline()
 		for _, c := range which {
 			c.cmd = eval(pipe, c)
 		}
-		_, err := pipe.Exec(ctx)
-		return err
+		_, _ = pipe.Exec(ctx)
 	}
-	err := run(func(p redis.Pipeliner, c *chunk) *redis.Cmd {
+	run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
 		return renewScript.EvalSha(ctx, p, c.keys, c.args...)
 	}, chunks)
-	if err != nil {
-		// Scripts flushed or never loaded: send the failed chunks in full.
-		var again []*chunk
-		for _, c := range chunks {
-			if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-				again = append(again, c)
-			}
-		}
-		if len(again) > 0 {
-			_ = run(func(p redis.Pipeliner, c *chunk) *redis.Cmd {
-				return renewScript.Eval(ctx, p, c.keys, c.args...)
-			}, again)
+	// Scripts flushed or never loaded: send the failed chunks in full.
+	var again []*renewChunk
+	for _, c := range chunks {
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			again = append(again, c)
 		}
 	}
-	owned := make([]bool, len(rs))
+	if len(again) > 0 {
+		run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
+			return renewScript.Eval(ctx, p, c.keys, c.args...)
+		}, again)
+	}
 	for _, c := range chunks {
 		vals, err := c.cmd.Int64Slice()
-		if err != nil {
-			return nil, backendErr(ctx, err)
+		if err == nil && len(vals) != len(c.idx) {
+			err = fmt.Errorf("renew: %d replies for %d locks", len(vals), len(c.idx))
 		}
-		for j, v := range vals {
-			if j < len(c.idx) {
-				owned[c.idx[j]] = v == 1
+		for j, i := range c.idx {
+			switch {
+			case err != nil:
+				report(i, backendErr(ctx, err))
+			case vals[j] == 1:
+				report(i, nil)
+			case vals[j] == 2:
+				report(i, engine.ErrSuperseded)
+			default:
+				report(i, fmt.Errorf("%w: renewal found another owner or none", engine.ErrNotHeld))
 			}
 		}
 	}
-	return owned, nil
 }
 
 // Watch implements engine.Backend.

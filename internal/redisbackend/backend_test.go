@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,17 +125,95 @@ func TestRenewBatch(t *testing.T) {
 		}
 		reqs = append(reqs, r)
 	}
-	owned, err := b.Renew(ctx, reqs)
-	if err != nil {
-		t.Fatal(err)
+	for i := range reqs {
+		reqs[i].Seq = 1
 	}
-	for i, ok := range owned {
-		if ok != (i%3 != 2) {
-			t.Fatalf("lock %d owned = %v", i, ok)
+	outcomes := renew(t, b, reqs)
+	for i, err := range outcomes {
+		if held := i%3 != 2; held && err != nil || !held && !errors.Is(err, engine.ErrNotHeld) {
+			t.Fatalf("lock %d (held %v): %v", i, held, err)
 		}
 	}
 	if n := b.rdb.DBSize(ctx).Val(); n != 2*400 { // lock + fence per held lock
 		t.Fatalf("%d keys after renewal, want 800: a lock was revived", n)
+	}
+}
+
+// renew runs one Renew and returns each request's outcome, checking that
+// every request is reported exactly once.
+func renew(t *testing.T, b *Backend, reqs []engine.Request) []error {
+	t.Helper()
+	out := make([]error, len(reqs))
+	seen := make([]int, len(reqs))
+	var mu sync.Mutex
+	b.Renew(t.Context(), reqs, func(i int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		out[i] = err
+		seen[i]++
+	})
+	for i, n := range seen {
+		if n != 1 {
+			t.Fatalf("request %d reported %d times", i, n)
+		}
+	}
+	return out
+}
+
+// A renewal that reaches Redis after a later one of the same owner changes
+// nothing (superseded), so it can never shorten a lease that a later Extend
+// set; a copy of the last applied one is confirmed again.
+func TestRenewRefusesOlderSequence(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	r := engine.Request{Name: "seq", Owner: "o", Hold: 1, Lease: time.Minute}
+	if g, err := b.Acquire(ctx, r); err != nil || !g.Acquired {
+		t.Fatal(g, err)
+	}
+	long := r
+	long.Lease, long.Seq = time.Hour, 2
+	if err := renew(t, b, []engine.Request{long})[0]; err != nil {
+		t.Fatal(err)
+	}
+	old := r
+	old.Lease, old.Seq = time.Second, 1
+	if err := renew(t, b, []engine.Request{old})[0]; !errors.Is(err, engine.ErrSuperseded) {
+		t.Fatalf("an older renewal: %v, want ErrSuperseded", err)
+	}
+	if ttl := b.rdb.PTTL(ctx, b.cfg.Keys.Lock("seq")).Val(); ttl < time.Minute {
+		t.Fatalf("the older renewal shortened the lease to %v", ttl)
+	}
+	if err := renew(t, b, []engine.Request{long})[0]; err != nil {
+		t.Fatalf("a copy of the applied renewal: %v, want confirmed", err)
+	}
+}
+
+// An abandoned owner's acquisition that lands later takes nothing, and
+// abandoning a holder frees its lock.
+func TestAbandon(t *testing.T) {
+	b := newBackend(t)
+	ctx := t.Context()
+	r := engine.Request{Name: "ab", Owner: "gone", Hold: 1, Lease: time.Minute}
+	if freed, err := b.Abandon(ctx, r); err != nil || freed {
+		t.Fatalf("Abandon of an owner that holds nothing: %v %v", freed, err)
+	}
+	if g, err := b.Acquire(ctx, r); err != nil || g.Acquired {
+		t.Fatalf("an abandoned owner acquired: %+v %v", g, err)
+	}
+	r2 := engine.Request{Name: "ab", Owner: "held", Hold: 1, Lease: time.Minute}
+	if g, err := b.Acquire(ctx, r2); err != nil || !g.Acquired {
+		t.Fatalf("another owner: %+v %v", g, err)
+	}
+	if freed, err := b.Abandon(ctx, r2); err != nil || !freed {
+		t.Fatalf("Abandon of the holder: %v %v, want freed", freed, err)
+	}
+	if g, err := b.Acquire(ctx, r2); err != nil || g.Acquired {
+		t.Fatalf("the abandoned holder acquired again: %+v %v", g, err)
+	}
+	for _, k := range b.rdb.Keys(ctx, "*abandoned*").Val() {
+		if ttl := b.rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Fatalf("abandonment mark %s has TTL %v", k, ttl)
+		}
 	}
 }
 

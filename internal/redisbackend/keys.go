@@ -14,6 +14,10 @@ func (k Keys) Lock(name string) string { return k.Prefix + "{" + name + "}" }
 // Fence is the fencing counter.
 func (k Keys) Fence(name string) string { return k.Lock(name) + ":fence" }
 
+// Abandoned marks an owner of the named lock as abandoned (abandon.lua):
+// acquire.lua refuses that owner while the key exists.
+func (k Keys) Abandoned(name, owner string) string { return k.Lock(name) + ":abandoned:" + owner }
+
 // Channel is where releases are published.
 func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }
 

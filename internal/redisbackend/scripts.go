@@ -13,6 +13,8 @@ var (
 	acquireSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/abandon.lua
+	abandonSrc string
 	//go:embed scripts/renew.lua
 	renewSrc string
 	//go:embed scripts/forceunlock.lua
@@ -22,6 +24,7 @@ var (
 
 	acquireScript     = redis.NewScript(acquireSrc)
 	releaseScript     = redis.NewScript(releaseSrc)
+	abandonScript     = redis.NewScript(abandonSrc)
 	renewScript       = redis.NewScript(renewSrc)
 	forceUnlockScript = redis.NewScript(forceUnlockSrc)
 	inspectScript     = redis.NewScript(inspectSrc)

@@ -10,6 +10,10 @@
 --
 -- KEYS[1]  the lock hash          {name}
 -- KEYS[2]  the fencing counter    {name}:fence (an integer)
+-- KEYS[3]  the abandonment mark of this owner  {name}:abandoned:<owner>
+--          (see abandon.lua): while it exists, this owner never takes the
+--          lock, so an acquisition that reaches Redis after its attempt
+--          was given up takes nothing
 -- ARGV[1]  owner id
 -- ARGV[2]  hold id (unique within the owner)
 -- ARGV[3]  lease in ms
@@ -34,6 +38,9 @@
 local owner = redis.call('HGET', KEYS[1], 'owner')
 
 if owner == false and ARGV[7] ~= '1' then
+  if redis.call('GET', KEYS[3]) then
+    return {0, -2}
+  end
   local token = redis.call('INCR', KEYS[2])
   if token == 1 then
     local t = redis.call('TIME')

@@ -1,19 +1,34 @@
--- renew.lua: extend the leases of many locks in one call (the watchdog).
+-- renew.lua: extend the leases of many locks in one call (the watchdog,
+-- and Extend).
 --
 -- KEYS[i]       a lock hash (all in one cluster slot)
--- ARGV[2i-1]    the owner id expected in KEYS[i]
--- ARGV[2i]      the new lease of KEYS[i] in ms
+-- ARGV[3i-2]    the owner id expected in KEYS[i]
+-- ARGV[3i-1]    the new lease of KEYS[i] in ms
+-- ARGV[3i]      the request's sequence number, increasing per owner
 --
--- Returns one integer per key: 1 renewed, 0 not held by that owner (the
--- lease is then left untouched, so a lock is never revived).
+-- Returns one integer per key:
+--   1  renewed (by this request, or by an earlier copy of it: same number)
+--   0  not held by that owner: the lease is left untouched, so a lock is
+--      never revived
+--   2  superseded: a request of the owner with a higher number was applied
+--      already, nothing changed. A request that reaches Redis late (its
+--      reply was lost and the holder moved on) can never undo a later one,
+--      in particular never shorten a lease that a later Extend set.
+--
+-- The last applied number is the lock hash's 'rseq' field.
 
 local out = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('HGET', key, 'owner') == ARGV[2 * i - 1] then
-    redis.call('PEXPIRE', key, ARGV[2 * i])
-    out[i] = 1
-  else
+  local state = redis.call('HMGET', key, 'owner', 'rseq')
+  local seq = tonumber(ARGV[3 * i])
+  if state[1] ~= ARGV[3 * i - 2] then
     out[i] = 0
+  elseif state[2] and tonumber(state[2]) >= seq then
+    if tonumber(state[2]) == seq then out[i] = 1 else out[i] = 2 end
+  else
+    redis.call('HSET', key, 'rseq', seq)
+    redis.call('PEXPIRE', key, ARGV[3 * i - 1])
+    out[i] = 1
   end
 end
 return out

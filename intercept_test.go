@@ -1,0 +1,199 @@
+package distlock_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// An interceptor is a go-redis hook that does to distlock's scripts on
+// given lock keys what a slow or lossy network does: it holds back a reply while
+// the script has already run on the server, or loses the reply and lets the
+// request itself reach Redis later. Scripts are recognised by the SHA-1 of
+// the embedded .lua files, so the rules name them ("acquire", "renew",
+// "release", ...).
+type interceptor struct {
+	t       *testing.T
+	scripts map[string]string // SHA-1 -> script name
+	sources []string
+
+	mu    sync.Mutex
+	seen  map[string]int
+	rules []*rule
+}
+
+// A rule acts on the nth call (1-based) of one of its scripts on its key.
+type rule struct {
+	key     string
+	scripts []string
+	nth     int
+	lose    bool // lose the reply; the request lands once release is closed
+	// delay: the script runs at once, its reply waits until release is closed
+
+	release chan struct{} // closed by the test
+	matched chan struct{} // closed when the rule matched (for delay: after the script ran)
+	landed  chan struct{} // closed when a lost request has reached Redis
+	once    sync.Once
+}
+
+var errReplyLost = errors.New("test: reply lost (i/o timeout)")
+
+func newInterceptor(t *testing.T) *interceptor {
+	t.Helper()
+	scripts := map[string]string{}
+	var sources []string
+	files, err := filepath.Glob("internal/redisbackend/scripts/*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts found: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha1.Sum(b)
+		scripts[hex.EncodeToString(sum[:])] = strings.TrimSuffix(filepath.Base(f), ".lua")
+		sources = append(sources, string(b))
+	}
+	return &interceptor{t: t, scripts: scripts, sources: sources, seen: map[string]int{}}
+}
+
+// load loads every script on the server, so that no intercepted EVALSHA
+// fails with NOSCRIPT (go-redis would then send an EVAL the rules do not
+// see, at a moment of its own).
+func (h *interceptor) load(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	for _, src := range h.sources {
+		if err := rdb.ScriptLoad(t.Context(), src).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// on adds a rule for the nth call of any of scripts (comma-separated) on
+// the lock named name (with the default prefix).
+func (h *interceptor) on(name, scripts string, nth int, lose bool) *rule {
+	r := &rule{key: distlock.DefaultPrefix + "{" + name + "}", scripts: strings.Split(scripts, ","), nth: nth, lose: lose,
+		release: make(chan struct{}), matched: make(chan struct{}), landed: make(chan struct{})}
+	h.mu.Lock()
+	h.rules = append(h.rules, r)
+	h.mu.Unlock()
+	h.t.Cleanup(r.free)
+	return r
+}
+
+// free lets the rule's request or reply go (idempotent).
+func (r *rule) free() { r.once.Do(func() { close(r.release) }) }
+
+// await waits for ch, failing the test after 20 s.
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// script names the distlock script cmd runs and its first key, or "".
+func (h *interceptor) script(cmd redis.Cmder) (name, key string) {
+	a := cmd.Args()
+	if len(a) < 4 {
+		return "", ""
+	}
+	switch fmt.Sprint(a[0]) {
+	case "evalsha":
+		name = h.scripts[fmt.Sprint(a[1])]
+	case "eval":
+		sum := sha1.Sum([]byte(fmt.Sprint(a[1])))
+		name = h.scripts[hex.EncodeToString(sum[:])]
+	}
+	if n, err := strconv.Atoi(fmt.Sprint(a[2])); err != nil || n < 1 || name == "" {
+		return "", ""
+	}
+	return name, fmt.Sprint(a[3])
+}
+
+// match finds the rule for cmds, counting calls per script.
+func (h *interceptor) match(cmds []redis.Cmder) *rule {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, cmd := range cmds {
+		name, key := h.script(cmd)
+		if name == "" {
+			continue
+		}
+		h.seen[name+" "+key]++
+		for _, r := range h.rules {
+			for _, s := range r.scripts {
+				if s == name && r.key == key && h.seen[name+" "+key] == r.nth {
+					return r
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (h *interceptor) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *interceptor) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r := h.match([]redis.Cmder{cmd})
+		if r == nil {
+			return next(ctx, cmd)
+		}
+		return r.run(ctx, []redis.Cmder{cmd}, func(ctx context.Context, cmds []redis.Cmder) error {
+			return next(ctx, cmds[0])
+		})
+	}
+}
+
+func (h *interceptor) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r := h.match(cmds)
+		if r == nil {
+			return next(ctx, cmds)
+		}
+		return r.run(ctx, cmds, next)
+	}
+}
+
+func (r *rule) run(ctx context.Context, cmds []redis.Cmder, next func(context.Context, []redis.Cmder) error) error {
+	if !r.lose {
+		err := next(ctx, cmds)
+		close(r.matched)
+		select {
+		case <-r.release:
+		case <-time.After(20 * time.Second):
+		}
+		return err
+	}
+	copies := make([]redis.Cmder, len(cmds))
+	for i, c := range cmds {
+		copies[i] = redis.NewCmd(context.Background(), c.Args()...)
+		c.SetErr(errReplyLost)
+	}
+	close(r.matched)
+	go func() {
+		select {
+		case <-r.release:
+		case <-time.After(20 * time.Second):
+		}
+		_ = next(context.Background(), copies)
+		close(r.landed)
+	}()
+	return errReplyLost
+}
