@@ -37,10 +37,24 @@ const (
 	faultScriptFlush  = "script-flush"
 	faultPoolHog      = "pool-exhaustion"
 	faultCancelStorm  = "ctx-cancel-storm"
+	faultLateRequest  = "proxy-late-request"
+	faultLostReply    = "proxy-lost-reply"
+	faultClientClose  = "client-close"
 )
 
+// faultKinds are the faults of a run on one redis-server behind a toxiproxy
+// per client.
 var faultKinds = []string{faultHolderKill, faultHolderPause, faultRedisPause, faultRedisRestart,
-	faultLatency, faultTimeout, faultReset, faultScriptFlush, faultPoolHog, faultCancelStorm}
+	faultLatency, faultTimeout, faultReset, faultScriptFlush, faultPoolHog, faultCancelStorm,
+	faultLateRequest, faultLostReply, faultClientClose}
+
+// clusterFaultKinds are the faults of a run on a Redis Cluster, which the
+// clients reach directly (a proxy would hide the nodes' addresses from the
+// redirections): redis-sigstop pauses one master, so only its slots stop.
+// A restarted node comes back empty and without its slots, and the pool
+// fault needs a single-node client, so both are left out.
+var clusterFaultKinds = []string{faultHolderKill, faultHolderPause, faultRedisPause,
+	faultScriptFlush, faultCancelStorm, faultClientClose}
 
 // benign faults do not break the mutex model: windows that contain them are
 // still checked for linearizability (SCRIPT FLUSH must be invisible, and
@@ -53,6 +67,7 @@ type fault struct {
 	Start, End int64
 	Slot       int
 	Client     int
+	Node       int // the paused lock server (redis-sigstop)
 	Detail     string
 }
 
@@ -83,10 +98,13 @@ type chaosRun struct {
 	seed     int64
 	lease    time.Duration
 	dir      string
-	lockSrv  *redistest.Server
+	kinds    []string
+	lockSrvs []*redistest.Server // the lock server, or the cluster's masters
+	cluster  bool
 	storeSrv *redistest.Server
-	ctl      *redis.Client // direct to the lock server, for the scheduler
-	proxies  []*toxiproxy.Proxy
+	ctl      redis.UniversalClient // direct to the lock server(s), for the scheduler
+	nodes    []*redis.Client       // one per lock server, direct
+	proxies  []*toxiproxy.Proxy    // one per client slot; none in the cluster mode
 	names    []string
 
 	mu      sync.Mutex
@@ -95,59 +113,93 @@ type chaosRun struct {
 	nextID  int
 	faults  []fault
 	start   int64
+	dur     time.Duration
 }
 
-func chaosDuration() time.Duration {
+// chaosDuration is the length of a run: the flag's, or short (which is
+// what CI runs: short for the cluster run, which has fewer fault kinds).
+func chaosDuration(short time.Duration) time.Duration {
 	switch {
 	case *flagDuration > 0:
 		return *flagDuration
 	case *flagLong:
 		return 8 * time.Minute
 	}
-	return 25 * time.Second
+	return short
 }
 
 // TestChaos runs client processes that loop acquire -> fenced read -> work
 // -> fenced write -> release on a few lock names while a seeded scheduler
 // injects faults, then checks the recorded history (see checks_test.go).
-func TestChaos(t *testing.T) {
+// The lock server is one redis-server, reached through a toxiproxy per
+// client.
+func TestChaos(t *testing.T) { runChaos(t, false, chaosDuration(40*time.Second)) }
+
+// TestChaosCluster is TestChaos on a 3-master Redis Cluster that the
+// clients reach directly; a paused master is among its faults.
+func TestChaosCluster(t *testing.T) { runChaos(t, true, chaosDuration(20*time.Second)) }
+
+func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 	seed := *flagSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano() % 1_000_000_000
 	}
-	dur := chaosDuration()
-	t.Logf("chaos: seed %d, duration %v (replay: go test -race -run TestChaos -seed=%d -chaos.duration=%v)", seed, dur, seed, dur)
-	r := &chaosRun{t: t, rng: rand.New(rand.NewSource(seed)), seed: seed, lease: *flagLease, dir: t.TempDir()}
+	t.Logf("chaos: seed %d, duration %v (replay: go test -race -run '%s$' -seed=%d -chaos.duration=%v)", seed, dur, t.Name(), seed, dur)
+	r := &chaosRun{t: t, rng: rand.New(rand.NewSource(seed)), seed: seed, lease: *flagLease, dir: t.TempDir(), dur: dur}
 	for i := 0; i < *flagNames; i++ {
 		r.names = append(r.names, fmt.Sprintf("chaos-%d", i))
 	}
-	r.lockSrv = redistest.Start(t, redistest.WithArgs("--hz", "100"))
+	r.cluster = cluster
+	if r.cluster {
+		r.kinds = clusterFaultKinds
+		r.lockSrvs = redistest.StartClusterT(t, 3, redistest.WithArgs("--hz", "100")).Servers
+	} else {
+		r.kinds = faultKinds
+		r.lockSrvs = []*redistest.Server{redistest.Start(t, redistest.WithArgs("--hz", "100"))}
+	}
 	r.storeSrv = redistest.Start(t)
-	opt := r.lockSrv.Options()
-	opt.MaxRetries = -1
-	r.ctl = redis.NewClient(opt)
-	defer r.ctl.Close()
+	var addrs []string
+	for _, s := range r.lockSrvs {
+		opt := s.Options()
+		opt.MaxRetries = -1
+		r.nodes = append(r.nodes, redis.NewClient(opt))
+		addrs = append(addrs, s.Addr())
+	}
+	r.ctl = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: r.cluster, MaxRetries: -1})
+	defer func() {
+		r.ctl.Close()
+		for _, n := range r.nodes {
+			n.Close()
+		}
+	}()
 	store := r.storeSrv.Client(t)
 
-	mon := newMonitor(r.lockSrv.Addr(), "distlock:")
+	var mon monitors
 	monCtx, monStop := context.WithCancel(context.Background())
-	monDone := make(chan struct{})
-	ready := make(chan struct{})
-	go func() { defer close(monDone); mon.run(monCtx, ready) }()
-	defer func() { monStop(); <-monDone }()
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		t.Fatal("MONITOR did not start")
+	var monWG sync.WaitGroup
+	defer func() { monStop(); monWG.Wait() }()
+	for _, s := range r.lockSrvs {
+		m := newMonitor(s.Addr(), "distlock:")
+		mon = append(mon, m)
+		ready := make(chan struct{})
+		monWG.Add(1)
+		go func() { defer monWG.Done(); m.run(monCtx, ready) }()
+		select {
+		case <-ready:
+		case <-time.After(10 * time.Second):
+			t.Fatal("MONITOR did not start")
+		}
 	}
 
-	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	for i := 0; i < *flagClients; i++ {
-		p := toxiproxy.NewProxy(tp, fmt.Sprintf("client-%d", i), "127.0.0.1:0", r.lockSrv.Addr())
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
+	if !r.cluster {
+		tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+		for i := 0; i < *flagClients; i++ {
+			p := toxiproxy.NewProxy(tp, fmt.Sprintf("client-%d", i), "127.0.0.1:0", r.lockSrvs[0].Addr())
+			if err := p.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r.proxies = append(r.proxies, p)
 		}
-		r.proxies = append(r.proxies, p)
 	}
 	defer func() {
 		for _, p := range r.proxies {
@@ -156,8 +208,8 @@ func TestChaos(t *testing.T) {
 	}()
 
 	r.start = mono()
-	r.current = make([]*clientProc, len(r.proxies))
-	for i := range r.proxies {
+	r.current = make([]*clientProc, *flagClients)
+	for i := range r.current {
 		r.spawn(i)
 	}
 	r.schedule(time.Now().Add(dur))
@@ -169,8 +221,8 @@ func TestChaos(t *testing.T) {
 
 	rep := r.check(store, mon, runEnd)
 	rep.Seed, rep.Duration = seed, dur.String()
-	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run 'TestChaos$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.lease=%v -chaos.work=%v -v .",
-		seed, dur, *flagClients, *flagWorkers, *flagNames, r.lease, *flagWork)
+	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run '%s$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.lease=%v -chaos.work=%v -v .",
+		t.Name(), seed, dur, *flagClients, *flagWorkers, *flagNames, r.lease, *flagWork)
 	rep.log(t)
 	if *flagReport != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -189,9 +241,20 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 	id := r.nextID
 	r.nextID++
 	r.mu.Unlock()
+	lockAddr := ""
+	if r.cluster {
+		var addrs []string
+		for _, s := range r.lockSrvs {
+			addrs = append(addrs, s.Addr())
+		}
+		lockAddr = strings.Join(addrs, ",")
+	} else {
+		lockAddr = r.proxies[slot].Listen
+	}
 	cfg := clientConfig{
 		ID:          id,
-		LockAddr:    r.proxies[slot].Listen,
+		LockAddr:    lockAddr,
+		Cluster:     r.cluster,
 		StoreAddr:   r.storeSrv.Addr(),
 		Names:       r.names,
 		Lease:       r.lease,
@@ -203,6 +266,7 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 		WorkMax:     *flagWork,
 		CancelRate:  0.05,
 		TryRate:     0.2,
+		ExtendRate:  0.15,
 	}
 	b, _ := json.Marshal(cfg)
 	p := &clientProc{id: id, slot: slot, history: cfg.History, stderr: filepath.Join(r.dir, fmt.Sprintf("client-%d.stderr", id)), done: make(chan struct{})}
@@ -260,7 +324,7 @@ func (r *chaosRun) schedule(end time.Time) {
 	frac := func(lo, hi float64) time.Duration {
 		return time.Duration((lo + r.rng.Float64()*(hi-lo)) * float64(L))
 	}
-	order := slices.Clone(faultKinds)
+	order := slices.Clone(r.kinds)
 	r.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	pace := func(d time.Duration) bool {
 		if time.Now().Add(d).After(end) {
@@ -273,7 +337,7 @@ func (r *chaosRun) schedule(end time.Time) {
 		return
 	}
 	for n := 0; ; n++ {
-		kind := faultKinds[r.rng.Intn(len(faultKinds))]
+		kind := r.kinds[r.rng.Intn(len(r.kinds))]
 		if n < len(order) {
 			kind = order[n]
 		}
@@ -350,23 +414,29 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		p.mu.Unlock()
 	case faultRedisPause:
 		d := frac(0.3, 1.5)
+		node := r.rng.Intn(len(r.lockSrvs))
+		srv := r.lockSrvs[node]
+		f.Node = node
 		f.Detail = d.String()
+		if r.cluster {
+			f.Detail = fmt.Sprintf("master %d for %v", node, d)
+		}
 		f.Start = mono()
-		if err := r.lockSrv.Pause(); err != nil {
+		if err := srv.Pause(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(d)
-		if err := r.lockSrv.Resume(); err != nil {
+		if err := srv.Resume(); err != nil {
 			t.Fatal(err)
 		}
 		f.End = mono()
 	case faultRedisRestart:
 		f.Start = mono()
-		if err := r.lockSrv.Restart(); err != nil {
+		if err := r.lockSrvs[0].Restart(); err != nil {
 			t.Fatal(err)
 		}
 		f.End = mono()
-	case faultLatency, faultTimeout, faultReset:
+	case faultLatency, faultTimeout, faultReset, faultLateRequest, faultLostReply:
 		slot := r.rng.Intn(len(r.proxies))
 		p := r.proxies[slot]
 		f.Slot, f.Client = slot, r.current[slot].id
@@ -388,6 +458,19 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 			toxic = `{"name":"fault","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`
 			d = frac(0.2, 0.6)
 			f.Detail = "resets for " + d.String()
+		case faultLateRequest, faultLostReply:
+			// Longer than the client's read timeout (half a lease): on
+			// the way up, requests reach Redis after the caller gave
+			// up on them; on the way down, requests are applied and
+			// their replies never arrive in time.
+			lat := frac(0.6, 1.2)
+			stream := "upstream"
+			if kind == faultLostReply {
+				stream = "downstream"
+			}
+			toxic = fmt.Sprintf(`{"name":"fault","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":0}}`, stream, lat.Milliseconds())
+			d = frac(1, 2)
+			f.Detail = fmt.Sprintf("%v %s for %v", lat, stream, d)
 		}
 		f.Start = mono()
 		if _, err := p.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
@@ -401,12 +484,46 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 	case faultScriptFlush:
 		f.Start = mono()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := r.ctl.ScriptFlush(ctx).Err()
+		for _, n := range r.nodes {
+			if err := n.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		cancel()
-		if err != nil {
-			t.Fatal(err)
+		f.End = mono()
+	case faultClientClose:
+		slot := r.rng.Intn(len(r.current))
+		p := r.current[slot]
+		f.Slot, f.Client = slot, p.id
+		slow := !r.cluster && r.rng.Intn(2) == 0
+		f.Start = mono()
+		if slow {
+			// Replies on their way while Close runs: acquisitions,
+			// renewals and releases in flight must be waited for.
+			lat := frac(0.2, 0.6)
+			f.Detail = fmt.Sprintf("replies delayed by %v", lat)
+			toxic := fmt.Sprintf(`{"name":"fault","type":"latency","stream":"downstream","attributes":{"latency":%d,"jitter":0}}`, lat.Milliseconds())
+			if _, err := r.proxies[slot].Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(lat) // let requests pile up behind the delay
+		}
+		p.send("close")
+		select {
+		case <-p.done:
+		case <-time.After(60 * time.Second):
+			t.Errorf("client %d did not stop within 60s of closing; killing it", p.id)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		p.stdin.Close()
+		if slow {
+			if err := r.proxies[slot].Toxics.RemoveToxic(context.Background(), "fault"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		f.End = mono()
+		r.spawn(slot)
 	case faultPoolHog, faultCancelStorm:
 		slot := r.rng.Intn(len(r.current))
 		p := r.current[slot]

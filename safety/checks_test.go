@@ -24,6 +24,7 @@ type chaosReport struct {
 	Duration string
 	Command  string
 	Lease    string
+	Cluster  bool
 
 	Faults          map[string]int
 	Processes       int // client processes started (replacements of killed ones included)
@@ -70,6 +71,31 @@ type chaosReport struct {
 		MinLeadMs, MedianLeadMs, P99LeadMs float64
 		Detail                             []string
 	}
+	Reentry struct {
+		Inner        map[string]int // Unlock outcomes of re-entered leases
+		ReportedLost int            // a lease whose Unlock returned nil, its context ended as a loss: must be 0
+		PairRefused  int            // one lease of an owner released, the other told ErrNotHeld, or ErrLockLost with no fault near: must be 0
+		Detail       []string
+	}
+	Extend struct {
+		Calls    int
+		Outcomes map[string]int
+		Shorter  int // to a lease shorter than the run's
+	}
+	Close struct {
+		Calls, Ok int
+		Outcomes  map[string]int
+		Tenures   int // tenures of the closing process on the server, checked
+		Outlived  int // a tenure begun before a nil Close that was still on the server when Close returned: must be 0
+		LateStart int // a tenure begun after Close returned (a late copy of a retried acquire: the documented residual, ends with its lease)
+		Detail    []string
+	}
+	// MasterPause, in the cluster mode: successful acquisitions that
+	// returned while one master was paused, of names on the other masters
+	// (the pause costs only its own slots) and on the paused one.
+	MasterPause struct {
+		Pauses, OtherMasters, PausedMaster int
+	}
 	Orphans struct {
 		ExpiringAtClose int // lock hashes of killed or lost holders left at close, awaited
 		Left            int // lock hashes left after they expired: must be 0
@@ -106,6 +132,13 @@ func (rep *chaosReport) violations() []string {
 	if rep.LossSignal.Late > 0 {
 		v = append(v, fmt.Sprintf("loss signal after the server could expire the key: %d: %v", rep.LossSignal.Late, rep.LossSignal.Detail))
 	}
+	if rep.Reentry.ReportedLost+rep.Reentry.PairRefused > 0 {
+		v = append(v, fmt.Sprintf("release: %d released leases reported lost, %d leases refused while the owner's other lease was released: %v",
+			rep.Reentry.ReportedLost, rep.Reentry.PairRefused, rep.Reentry.Detail))
+	}
+	if rep.Close.Outlived > 0 {
+		v = append(v, fmt.Sprintf("close: %d locks still on the server after Close returned nil: %v", rep.Close.Outlived, rep.Close.Detail))
+	}
 	if rep.Orphans.Left > 0 || rep.Orphans.NoTTL > 0 {
 		v = append(v, fmt.Sprintf("orphan locks: %d left, %d without TTL", rep.Orphans.Left, rep.Orphans.NoTTL))
 	}
@@ -136,6 +169,15 @@ func (rep *chaosReport) log(t *testing.T) {
 	s := rep.LossSignal
 	t.Logf("loss signal: %d losses, %d checked (%d of them after a release call), %d first, %d late; excluded %d paused, %d restart (data loss), %d never handed out, %d unmatched; lead before the server expiry min %.1f ms, median %.1f ms, p99 %.1f ms",
 		s.Losses, s.Checked, s.EndedByRelease, s.First, s.Late, s.ExcludedPaused, s.ExcludedRestart, s.NeverHandedOut, s.Unmatched, s.MinLeadMs, s.MedianLeadMs, s.P99LeadMs)
+	t.Logf("re-entered leases: unlock outcomes %v; released leases reported lost %d; leases refused while the other lease of the owner was released %d",
+		rep.Reentry.Inner, rep.Reentry.ReportedLost, rep.Reentry.PairRefused)
+	e, c := rep.Extend, rep.Close
+	t.Logf("extend: %d calls (%d shortening), outcomes %v; close under load: %d calls, outcomes %v, %d tenures of closing processes checked, %d outlived a nil Close, %d begun after it (late retried acquire)",
+		e.Calls, e.Shorter, e.Outcomes, c.Calls, c.Outcomes, c.Tenures, c.Outlived, c.LateStart)
+	if rep.Cluster {
+		t.Logf("cluster: during %d master pauses, %d acquisitions returned on the other masters, %d on the paused one",
+			rep.MasterPause.Pauses, rep.MasterPause.OtherMasters, rep.MasterPause.PausedMaster)
+	}
 	t.Logf("orphans: %d expiring at close (awaited), %d left, %d without TTL; leaks: %d clients checked, %d leaking", rep.Orphans.ExpiringAtClose, rep.Orphans.Left, rep.Orphans.NoTTL, rep.Leaks.Clients, rep.Leaks.Leaking)
 }
 
@@ -178,6 +220,16 @@ func (p *clientProc) pausedDuring(from, to int64) bool {
 	return false
 }
 
+// disturbed says whether a disruptive fault overlapped [from-2 leases, to].
+func (r *chaosRun) disturbed(from, to int64) bool {
+	for _, f := range r.faults {
+		if !benignFaults[f.Kind] && f.Start < to && f.End > from-2*int64(r.lease) {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *chaosRun) restartDuring(from, to int64) bool {
 	for _, f := range r.faults {
 		if f.Kind == faultRedisRestart && f.Start < to && f.End > from {
@@ -188,9 +240,20 @@ func (r *chaosRun) restartDuring(from, to int64) bool {
 }
 
 // check reads the histories and runs every checker.
-func (r *chaosRun) check(store *redis.Client, mon *monitor, runEnd int64) *chaosReport {
+func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaosReport {
 	t := r.t
 	rep := &chaosReport{Faults: map[string]int{}, AcquireOutcomes: map[string]int{}, ReleaseOutcomes: map[string]int{}, FencedOps: map[string]int{}, Lease: r.lease.String()}
+	rep.Cluster = r.cluster
+	rep.Extend.Outcomes, rep.Close.Outcomes, rep.Reentry.Inner = map[string]int{}, map[string]int{}, map[string]int{}
+	released := func(rec record) {
+		if rec.Res == "ok" && rec.LostCause {
+			rep.Reentry.ReportedLost++
+			if len(rep.Reentry.Detail) < 10 {
+				rep.Reentry.Detail = append(rep.Reentry.Detail, fmt.Sprintf("%s token %d (client %d): Unlock returned nil, the lease context ended with ErrLockLost", rec.Name, rec.Token, rec.Client))
+			}
+		}
+	}
+	closes := map[*clientProc]record{}
 	for _, f := range r.faults {
 		rep.Faults[f.Kind]++
 	}
@@ -236,6 +299,25 @@ func (r *chaosRun) check(store *redis.Client, mon *monitor, runEnd int64) *chaos
 				if rec.Res == "other" && len(rep.Untyped) < 10 {
 					rep.Untyped = append(rep.Untyped, "release: "+rec.Err)
 				}
+				released(rec)
+				// ErrNotHeld is never right here (each lease is unlocked
+				// once); ErrLockLost is, if a fault made the lock expire.
+				refused := func(res string) bool {
+					return res == "notheld" || res == "lost" && !r.disturbed(rec.Call, rec.Ret)
+				}
+				if rec.Pair != "" && (refused(rec.Pair) || refused(rec.Res)) {
+					rep.Reentry.PairRefused++
+					if len(rep.Reentry.Detail) < 10 {
+						rep.Reentry.Detail = append(rep.Reentry.Detail, fmt.Sprintf("%s token %d (client %d): one lease of the owner released, the other %s/%s: %s",
+							rec.Name, rec.Token, rec.Client, rec.Res, rec.Pair, rec.Err))
+					}
+				}
+			case "reli":
+				rep.Reentry.Inner[rec.Res]++
+				if rec.Res == "other" && len(rep.Untyped) < 10 {
+					rep.Untyped = append(rep.Untyped, "release of a re-entered lease: "+rec.Err)
+				}
+				released(rec)
 			case "cancel":
 				if a := owners[rec.Owner]; a != nil && (a.cancelT == 0 || rec.T < a.cancelT) {
 					a.cancelT = rec.T
@@ -255,6 +337,17 @@ func (r *chaosRun) check(store *redis.Client, mon *monitor, runEnd int64) *chaos
 					k = rec.Op + "-error"
 				}
 				rep.FencedOps[k]++
+			case "ext":
+				rep.Extend.Calls++
+				rep.Extend.Outcomes[rec.Res]++
+				if rec.TTLms < r.lease.Milliseconds() {
+					rep.Extend.Shorter++
+				}
+				if rec.Res == "other" && len(rep.Untyped) < 10 {
+					rep.Untyped = append(rep.Untyped, "extend: "+rec.Err)
+				}
+			case "close":
+				closes[p] = rec
 			case "stats", "done":
 				last = rec
 			}
@@ -291,12 +384,15 @@ func (r *chaosRun) check(store *redis.Client, mon *monitor, runEnd int64) *chaos
 	r.checkLossSignal(rep, losses, byToken, mon)
 	r.checkLinearizable(rep, byName, runEnd)
 	r.checkOrphans(rep)
-	mon.mu.Lock()
-	rep.MonitorLines = mon.lines
-	if mon.err != nil {
-		rep.ClientFailures = append(rep.ClientFailures, "monitor: "+mon.err.Error())
+	r.checkClose(rep, closes, mon)
+	if r.cluster {
+		r.countMasterPause(rep, byName)
 	}
-	mon.mu.Unlock()
+	var err error
+	rep.MonitorLines, err = mon.status()
+	if err != nil {
+		rep.ClientFailures = append(rep.ClientFailures, "monitor: "+err.Error())
+	}
 	return rep
 }
 
@@ -373,7 +469,7 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 // checkTokens checks that an acquisition that returned before another was
 // called has the lower token (restarts included: tokens are at least the
 // server time in µs), and that the server minted increasing tokens.
-func (r *chaosRun) checkTokens(rep *chaosReport, byName map[string][]*acquisition, mon *monitor) {
+func (r *chaosRun) checkTokens(rep *chaosReport, byName map[string][]*acquisition, mon monitors) {
 	for name, as := range byName {
 		var ok []*acquisition
 		for _, a := range as {
@@ -401,16 +497,14 @@ func (r *chaosRun) checkTokens(rep *chaosReport, byName map[string][]*acquisitio
 			}
 		}
 	}
-	mon.mu.Lock()
-	defer mon.mu.Unlock()
 	type st struct {
 		start int64
 		tok   uint64
 	}
 	perKey := map[string][]st{}
-	for k, t := range mon.tenures {
-		perKey[k.key] = append(perKey[k.key], st{t.Start, k.token})
-	}
+	mon.each(func(key string, token uint64, t tenure) {
+		perKey[key] = append(perKey[key], st{t.Start, token})
+	})
 	for _, s := range perKey {
 		slices.SortFunc(s, func(a, b st) int { return cmp.Compare(a.start, b.start) })
 		for i := range s {
@@ -465,7 +559,7 @@ func (r *chaosRun) checkFencing(rep *chaosReport, store *redis.Client, byName ma
 // checkLossSignal checks, for every loss of an unpaused holder, that its
 // lease context was cancelled before the server could have expired or
 // deleted the key (from the MONITOR timeline, on CLOCK_REALTIME).
-func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken map[string]*acquisition, mon *monitor) {
+func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken map[string]*acquisition, mon monitors) {
 	s := &rep.LossSignal
 	s.Losses = len(losses)
 	var leads []float64
@@ -533,56 +627,140 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 	}
 }
 
+// checkClose checks that a Close that returned nil under load left no lock
+// of its process on the server: every tenure the MONITOR feed saw with the
+// process's pid that began before Close returned had ended (deleted, or
+// expired) by then. A tenure begun after it can only be a late copy of an
+// acquire that go-redis retried and that succeeded, released since (the
+// documented residual; it ends with its lease, which checkOrphans awaits):
+// it is counted, not failed.
+func (r *chaosRun) checkClose(rep *chaosReport, closes map[*clientProc]record, mon monitors) {
+	c := &rep.Close
+	pids := map[int]record{}
+	for p, rec := range closes {
+		c.Calls++
+		c.Outcomes[rec.Res]++
+		if rec.Res == "other" && len(rep.Untyped) < 10 {
+			rep.Untyped = append(rep.Untyped, "close: "+rec.Err)
+		}
+		if rec.Res == "ok" {
+			c.Ok++
+			pids[p.cmd.Process.Pid] = rec
+		}
+	}
+	mon.each(func(key string, token uint64, t tenure) {
+		rec, ok := pids[t.PID]
+		if !ok || t.Cut {
+			return
+		}
+		c.Tenures++
+		switch {
+		case t.Start > rec.Wall:
+			c.LateStart++
+		case t.end() > rec.Wall:
+			c.Outlived++
+			if len(c.Detail) < 10 {
+				c.Detail = append(c.Detail, fmt.Sprintf("%s token %d of client %d: on the server until %v after Close returned nil (%+v)",
+					key, token, rec.Client, time.Duration(t.end()-rec.Wall), t))
+			}
+		}
+	})
+}
+
+// countMasterPause counts, for each paused master of a cluster run, the
+// acquisitions that returned during the pause, by where their name lives.
+func (r *chaosRun) countMasterPause(rep *chaosReport, byName map[string][]*acquisition) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc := r.ctl.(*redis.ClusterClient)
+	nodeOf := map[string]int{}
+	for _, name := range r.names {
+		m, err := cc.MasterForKey(ctx, "distlock:{"+name+"}")
+		if err != nil {
+			r.t.Errorf("cluster: %v", err)
+			return
+		}
+		for i, s := range r.lockSrvs {
+			if s.Addr() == m.Options().Addr {
+				nodeOf[name] = i
+			}
+		}
+	}
+	for _, f := range r.faults {
+		if f.Kind != faultRedisPause {
+			continue
+		}
+		rep.MasterPause.Pauses++
+		for name, as := range byName {
+			for _, a := range as {
+				if !a.ok() || a.acq.Ret < f.Start || a.acq.Ret > f.End {
+					continue
+				}
+				if nodeOf[name] == f.Node {
+					rep.MasterPause.PausedMaster++
+				} else {
+					rep.MasterPause.OtherMasters++
+				}
+			}
+		}
+	}
+}
+
 // checkOrphans checks that, once every client has closed, no lock hash is
-// left: those of killed holders must expire by themselves (awaited through
-// keyspace notifications), and none may lack a TTL.
+// left on any lock server: those of killed holders must expire by
+// themselves (awaited through keyspace notifications), and none may lack a
+// TTL.
 func (r *chaosRun) checkOrphans(rep *chaosReport) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.lease+10*time.Second)
 	defer cancel()
-	if err := r.ctl.ConfigSet(ctx, "notify-keyspace-events", "Egx").Err(); err != nil {
+	for _, n := range r.nodes {
+		left, noTTL, atClose := r.orphansOn(ctx, n)
+		rep.Orphans.Left += left
+		rep.Orphans.NoTTL += noTTL
+		rep.Orphans.ExpiringAtClose += atClose
+	}
+}
+
+func (r *chaosRun) orphansOn(ctx context.Context, n *redis.Client) (left, noTTL, atClose int) {
+	if err := n.ConfigSet(ctx, "notify-keyspace-events", "Egx").Err(); err != nil {
 		r.t.Errorf("orphans: %v", err)
-		return
+		return 0, 0, 0
 	}
-	ps := r.ctl.Subscribe(ctx, "__keyevent@0__:expired", "__keyevent@0__:del")
+	ps := n.Subscribe(ctx, "__keyevent@0__:expired", "__keyevent@0__:del")
 	defer ps.Close()
-	if _, err := ps.Receive(ctx); err != nil {
-		r.t.Errorf("orphans: subscribe: %v", err)
-		return
+	for range 2 {
+		if _, err := ps.Receive(ctx); err != nil {
+			r.t.Errorf("orphans: subscribe: %v", err)
+			return 0, 0, 0
+		}
 	}
-	if _, err := ps.Receive(ctx); err != nil {
-		r.t.Errorf("orphans: subscribe: %v", err)
-		return
-	}
-	left := func() map[string]bool {
-		keys, err := r.ctl.Keys(ctx, "distlock:{*}").Result()
+	lockKeys := func() []string {
+		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		keys, err := n.Keys(kctx, "distlock:{*}").Result()
 		if err != nil {
 			r.t.Errorf("orphans: %v", err)
 		}
-		out := map[string]bool{}
-		for _, k := range keys {
-			out[k] = true
-		}
-		return out
+		return keys
 	}
-	keys := left()
-	rep.Orphans.ExpiringAtClose = len(keys)
-	for k := range keys {
-		if ttl, err := r.ctl.Do(ctx, "PTTL", k).Int64(); err == nil && ttl == -1 {
-			rep.Orphans.NoTTL++
-			r.t.Logf("orphan without TTL: %s %v", k, r.ctl.HGetAll(ctx, k).Val())
+	keys := lockKeys()
+	atClose = len(keys)
+	for _, k := range keys {
+		if ttl, err := n.Do(ctx, "PTTL", k).Int64(); err == nil && ttl == -1 {
+			noTTL++
+			r.t.Logf("orphan without TTL: %s %v", k, n.HGetAll(ctx, k).Val())
 		}
 	}
 	ch := ps.Channel()
-	for len(keys) > 0 && rep.Orphans.NoTTL == 0 {
+	for len(keys) > 0 && noTTL == 0 {
 		select {
 		case <-ch: // a key expired or was deleted: look again
-			keys = left()
+			keys = lockKeys()
 		case <-ctx.Done():
-			rep.Orphans.Left = len(left())
-			return
+			return len(lockKeys()), noTTL, atClose
 		}
 	}
-	rep.Orphans.Left = len(left())
+	return len(lockKeys()), noTTL, atClose
 }
 
 // The mutex model for porcupine (after correctness.md §3): the state is the
@@ -778,7 +956,7 @@ func (r *chaosRun) windowHistory(as []*acquisition, from, to, runEnd int64) (ops
 // in the short one, which must stay quick (an undecided history is counted,
 // not failed).
 func (r *chaosRun) porcupineBudget() time.Duration {
-	if chaosDuration() > time.Minute {
+	if r.dur > time.Minute {
 		return 20 * time.Second
 	}
 	return 5 * time.Second

@@ -34,6 +34,8 @@ type clientConfig struct {
 	WorkMax     time.Duration
 	CancelRate  float64 // share of acquisitions whose context is cancelled after 0-3 ms
 	TryRate     float64 // share of acquisitions made with TryLock
+	ExtendRate  float64 // share of holds that call Extend, to a lease of 0.1 to 3 leases
+	Cluster     bool    // LockAddr is a comma-separated list of cluster nodes
 }
 
 // chaosClient is the state of one client process.
@@ -41,7 +43,7 @@ type chaosClient struct {
 	cfg   clientConfig
 	h     *historyWriter
 	locks *distlock.Client
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	store *redis.Client
 	seq   atomic.Int64
 
@@ -71,14 +73,16 @@ func runChaosClient(cfgJSON string) int {
 	}
 	c := &chaosClient{cfg: cfg, h: h, owners: map[string]int64{}}
 	c.seq.Store(int64(cfg.ID) * 1_000_000)
-	c.rdb = redis.NewClient(&redis.Options{
-		Addr:         cfg.LockAddr,
-		PoolSize:     cfg.PoolSize,
-		PoolTimeout:  cfg.PoolTimeout,
-		DialTimeout:  cfg.Lease / 2,
-		ReadTimeout:  cfg.Lease / 2,
-		WriteTimeout: cfg.Lease / 2,
-		MaxRetries:   1,
+	c.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:         strings.Split(cfg.LockAddr, ","),
+		IsClusterMode: cfg.Cluster,
+		PoolSize:      cfg.PoolSize,
+		PoolTimeout:   cfg.PoolTimeout,
+		DialTimeout:   cfg.Lease / 2,
+		ReadTimeout:   cfg.Lease / 2,
+		WriteTimeout:  cfg.Lease / 2,
+		MaxRetries:    1,
+		MaxRedirects:  3,
 	})
 	c.store = redis.NewClient(&redis.Options{Addr: cfg.StoreAddr, PoolSize: 2 * cfg.Workers})
 	c.locks = distlock.New(c.rdb, distlock.WithLogger(nil), distlock.WithEventHandler(c.onEvent))
@@ -115,11 +119,16 @@ func runChaosClient(cfgJSON string) int {
 			ms, _ := strconv.Atoi(f[len(f)-1])
 			d := time.Duration(ms) * time.Millisecond
 			switch f[0] {
+			case "close":
+				c.closeUnderLoad()
 			case "hog":
 				hogs.Add(1)
 				go func() { defer hogs.Done(); c.hog(d) }()
 			case "cancel":
 				c.cancelTil.Store(mono() + d.Nanoseconds())
+			}
+			if c.stopping.Load() {
+				break
 			}
 		}
 		c.stopping.Store(true)
@@ -153,6 +162,35 @@ func runChaosClient(cfgJSON string) int {
 	c.writeStats("done", leaks, leakText)
 	h.close()
 	return 0
+}
+
+// unlocker returns a function that unlocks the re-entered lease in and
+// describes the outcome.
+func (c *chaosClient) unlocker(in *distlock.Lease, owner int64, name string) func() record {
+	return func() record {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*c.cfg.Lease)
+		defer cancel()
+		call := mono()
+		err := in.Unlock(ctx)
+		return record{K: "reli", Client: c.cfg.ID, Owner: owner, Name: name, Token: in.Token(), Call: call, Ret: mono(),
+			Res: classifyRelease(err), Err: errString(err), LostCause: lostCause(in)}
+	}
+}
+
+// lostCause says whether the lease's context ended as a loss.
+func lostCause(l *distlock.Lease) bool {
+	return errors.Is(context.Cause(l.Context()), distlock.ErrLockLost)
+}
+
+// closeUnderLoad closes the lock client while the workers are acquiring,
+// holding and releasing, records when Close returned and with what, and
+// makes the process stop: a Close that returns nil must leave no lock of
+// this process on the server (checked from the MONITOR feed).
+func (c *chaosClient) closeUnderLoad() {
+	call := mono()
+	err := c.locks.Close()
+	c.h.write(record{K: "close", Client: c.cfg.ID, PID: os.Getpid(), Call: call, Ret: mono(), Wall: wall(), Res: classify(err), Err: errString(err)})
+	c.stopping.Store(true)
 }
 
 func (c *chaosClient) writeStats(kind string, leaks int, text string) {
@@ -260,20 +298,57 @@ func (c *chaosClient) work(rng *rand.Rand) {
 			c.h.write(record{K: "cancel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, T: t, Err: fmt.Sprint(context.Cause(l.Context()))})
 		})
 		c.guarded(rng, l, name, owner)
-		if rng.Float64() < 0.05 {
-			// Re-enter and release the inner hold first.
+		// Sometimes a second lease of the same owner (re-entry): either
+		// held and unlocked together with the outer one, both at once,
+		// or a re-entry racing the outer Unlock.
+		var inner func() record
+		switch x := rng.Float64(); {
+		case x < 0.05:
 			if in, err := m.Lock(l.Context()); err == nil {
-				_ = in.Unlock(context.Background())
+				inner = c.unlocker(in, owner, name)
 			}
+		case x < 0.10:
+			done := make(chan record, 1)
+			go func() {
+				in, err := m.Lock(l.Context())
+				if err != nil {
+					done <- record{}
+					return
+				}
+				done <- c.unlocker(in, owner, name)()
+			}()
+			inner = func() record { return <-done }
+		}
+		var innerRes chan record
+		if inner != nil {
+			innerRes = make(chan record, 1)
+			go func() { innerRes <- inner() }()
 		}
 		uctx, ucancel := context.WithTimeout(context.Background(), 2*lease)
 		call, callWall := mono(), wall()
 		err = l.Unlock(uctx)
 		ret = mono()
 		ucancel()
-		rel := record{K: "rel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, Call: call, Wall: callWall, Ret: ret, Res: classifyRelease(err)}
+		rel := record{K: "rel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, Call: call, Wall: callWall, Ret: ret, Res: classifyRelease(err),
+			LostCause: lostCause(l)}
 		if err != nil {
 			rel.Err = err.Error()
+		}
+		if innerRes != nil {
+			// The lock is free once both leases are unlocked: the release
+			// ends when the later Unlock returns, and is known only if
+			// both outcomes are.
+			in := <-innerRes
+			if in.K != "" {
+				c.h.write(in)
+				rel.Ret = max(rel.Ret, in.Ret)
+				if in.Res != "ok" && rel.Res == "ok" {
+					rel.Res = "backend"
+				}
+				if (in.Res == "ok") != (classifyRelease(err) == "ok") {
+					rel.Pair = in.Res
+				}
+			}
 		}
 		c.h.write(rel)
 		c.mu.Lock()
@@ -297,20 +372,39 @@ func (c *chaosClient) guarded(rng *rand.Rand, l *distlock.Lease, name string, ow
 	if err != nil || !ok {
 		return
 	}
+	extending := rng.Float64() < c.cfg.ExtendRate
+	if extending {
+		c.extend(rng, l, name, owner)
+	}
 	work := time.Duration(rng.Int63n(int64(c.cfg.WorkMax) + 1))
-	if rng.Float64() < 0.05 {
+	if rng.Float64() < 0.05 || extending && rng.Intn(3) == 0 {
 		work = c.cfg.Lease + time.Duration(rng.Int63n(int64(c.cfg.Lease))) // outlives the lease: renewals
 	}
 	careful := rng.Intn(3) != 0
 	t := time.NewTimer(work)
-	select {
-	case <-t.C:
-	case <-l.Context().Done():
-		if careful {
-			t.Stop()
-			return
+	// A long hold that extends does so about every third of a lease, so
+	// that its Extend calls meet the faults.
+	var tick <-chan time.Time
+	if extending && work > c.cfg.Lease/3 {
+		tk := time.NewTicker(c.cfg.Lease / 3)
+		defer tk.Stop()
+		tick = tk.C
+	}
+wait:
+	for {
+		select {
+		case <-t.C:
+			break wait
+		case <-tick:
+			c.extend(rng, l, name, owner)
+		case <-l.Context().Done():
+			if careful {
+				t.Stop()
+				return
+			}
+			<-t.C
+			break wait
 		}
-		<-t.C
 	}
 	if careful && l.Context().Err() != nil {
 		return
@@ -320,13 +414,29 @@ func (c *chaosClient) guarded(rng *rand.Rand, l *distlock.Lease, name string, ow
 	c.h.write(record{K: "op", Client: c.cfg.ID, Owner: owner, Name: name, Token: tok, Op: "w", Call: call, Ret: mono(), Acc: ok, Err: errString(err)})
 }
 
+// extend calls Extend with a lease of 0.1 to 3 leases (shortening or
+// lengthening it) under a deadline of a quarter lease, so that under faults
+// some calls fail with an unknown outcome and their request may land later.
+func (c *chaosClient) extend(rng *rand.Rand, l *distlock.Lease, name string, owner int64) {
+	ttl := time.Duration((0.1 + 2.9*rng.Float64()) * float64(c.cfg.Lease)).Round(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Lease/4)
+	defer cancel()
+	call := mono()
+	err := l.Extend(ctx, ttl)
+	c.h.write(record{K: "ext", Client: c.cfg.ID, Owner: owner, Name: name, Token: l.Token(), Call: call, Ret: mono(), Res: classifyRelease(err), Err: errString(err), TTLms: ttl.Milliseconds()})
+}
+
 // hog exhausts the lock client's connection pool for d: every connection
 // is taken and held, so renewals and acquisitions wait PoolTimeout and fail.
 func (c *chaosClient) hog(d time.Duration) {
 	end := time.Now().Add(d)
+	rdb, ok := c.rdb.(*redis.Client)
+	if !ok {
+		return // the cluster mode has no pool-exhaustion fault
+	}
 	var conns []*redis.Conn
 	for len(conns) < c.cfg.PoolSize && time.Now().Before(end) {
-		cn := c.rdb.Conn()
+		cn := rdb.Conn()
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.PoolTimeout)
 		err := cn.Ping(ctx).Err()
 		cancel()

@@ -11,7 +11,7 @@ import (
 // A record is one line of a chaos client's history file. Times are
 // CLOCK_MONOTONIC nanoseconds unless named Wall (CLOCK_REALTIME).
 type record struct {
-	K string `json:"k"` // kind: start, acq, rel, cancel, lost, op, stats, done
+	K string `json:"k"` // kind: start, acq, rel, reli (a re-entered lease), ext, cancel, lost, op, close, stats, done
 
 	Client int    `json:"c,omitempty"` // client id
 	PID    int    `json:"pid,omitempty"`
@@ -28,6 +28,10 @@ type record struct {
 	Op     string `json:"op,omitempty"`     // fenced op: r or w
 	Acc    bool   `json:"acc,omitempty"`    // fenced op accepted
 	Cancel bool   `json:"cancel,omitempty"` // the acquisition's context was meant to be cancelled mid-way
+	TTLms  int64  `json:"ttl,omitempty"`    // Extend: the new lease in ms
+	Pair   string `json:"pair,omitempty"`   // rel: the re-entered lease's Unlock outcome, when it differs in success
+	// LostCause: rel, reli: the lease's context ended with ErrLockLost
+	LostCause bool `json:"lostCause,omitempty"`
 
 	// stats and done
 	Renewed     int64  `json:"renewed,omitempty"`

@@ -20,7 +20,7 @@ const (
 
 var (
 	flagSeed     = flag.Int64("seed", 0, "seed of the chaos fault schedule and workload (0: time-based; printed)")
-	flagDuration = flag.Duration("chaos.duration", 0, "length of the chaos run (default 25s, or 8m with -long)")
+	flagDuration = flag.Duration("chaos.duration", 0, "length of the chaos run (default 40s, 20s for TestChaosCluster, or 8m with -long)")
 	flagLong     = flag.Bool("long", false, "run the long chaos run (8m, >= 10k acquisitions) instead of the short one")
 	flagClients  = flag.Int("chaos.clients", 4, "client processes in the chaos run")
 	flagWorkers  = flag.Int("chaos.workers", 2, "acquiring goroutines per client process")
@@ -34,7 +34,12 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
-	goleak.VerifyTestMain(m)
+	// toxiproxy v2.12.0 can leave a link's pipe goroutine blocked on a
+	// send when a latency toxic is removed while the link's connection is
+	// closing (seen once in a 2-minute chaos run): the fault proxy's, not
+	// distlock's. The client processes, which run distlock, are checked
+	// without exception.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"))
 }
 
 func runHelper(mode string) int {

@@ -47,6 +47,7 @@ type tenure struct {
 	Cut      bool  // the feed broke (server killed) while it was open
 	Renewals int
 	Owner    string // from the HSET
+	PID      int    // from the HSET: the holder's process
 	DelOwner string // owner argument of the script that deleted it
 	DelHold  string // hold argument of that script ("0": every hold)
 }
@@ -184,8 +185,11 @@ func (m *monitor) handle(line string, top *topCommand) {
 		}
 		t := &tenure{Start: ts, ExpBase: ts}
 		for i := 2; i+1 < len(args); i += 2 {
-			if args[i] == "owner" {
+			switch args[i] {
+			case "owner":
 				t.Owner = args[i+1]
+			case "pid":
+				t.PID, _ = strconv.Atoi(args[i+1])
 			}
 		}
 		m.tenures[tenureKey{key, tok}] = t
@@ -219,6 +223,44 @@ func (m *monitor) lookup(key string, token uint64) (tenure, bool) {
 		return tenure{}, false
 	}
 	return *t, true
+}
+
+// monitors are the monitors of every lock server of a run (the masters of
+// a cluster): a key lives on one of them.
+type monitors []*monitor
+
+// lookup finds the tenure of key with token on any server.
+func (ms monitors) lookup(key string, token uint64) (tenure, bool) {
+	for _, m := range ms {
+		if t, ok := m.lookup(key, token); ok {
+			return t, true
+		}
+	}
+	return tenure{}, false
+}
+
+// each calls f with a copy of every tenure seen on any server.
+func (ms monitors) each(f func(key string, token uint64, t tenure)) {
+	for _, m := range ms {
+		m.mu.Lock()
+		for k, t := range m.tenures {
+			f(k.key, k.token, *t)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// status sums the feed lines read and reports the first feed error.
+func (ms monitors) status() (lines int, err error) {
+	for _, m := range ms {
+		m.mu.Lock()
+		lines += m.lines
+		if err == nil {
+			err = m.err
+		}
+		m.mu.Unlock()
+	}
+	return lines, err
 }
 
 // parseMicros parses "1700000000.123456" into ns.
