@@ -4,7 +4,7 @@
 # stops its own redis-server processes on free loopback ports.
 #
 #   .            the library and the distlock command
-#   safety/      the safety suite: chaos run, ACL, TLS, bad input (~70 s)
+#   safety/      the safety suite: chaos runs, ACL, TLS, bad input (~3.5 min)
 #   bench/       the comparison harness's own tests (the benchmarks are run
 #                by bench/cmd/lockbench, not here)
 set -euo pipefail
