@@ -9,12 +9,16 @@
 //     (re-executions of the test binary) loop acquire, fenced read, work,
 //     fenced write, release on a few lock names, while a seeded scheduler
 //     kills and stops holders, stops and restarts Redis, injects latency,
-//     black holes and connection resets through in-process toxiproxy
-//     proxies, flushes the script cache, exhausts connection pools and
-//     cancels acquisitions mid-way. The recorded history is checked with a
-//     porcupine mutex model, validity-interval overlap, a fenced register,
-//     token order, the timing of the loss signal against the server's own
-//     timeline (MONITOR), orphan locks and goroutine leaks.
+//     black holes, connection resets, late requests and lost replies
+//     through in-process toxiproxy proxies, flushes the script cache,
+//     exhausts connection pools, cancels acquisitions mid-way and closes
+//     clients under load; holders also Extend, re-enter and unlock
+//     concurrently. The recorded history is checked with a porcupine mutex
+//     model, validity-interval overlap, a fenced register, token order, the
+//     timing of the loss signal against the server's own timeline (MONITOR),
+//     what a nil Close leaves on the server, released leases never reported
+//     lost, orphan locks and goroutine leaks. TestChaosCluster runs the same
+//     on a 3-master Redis Cluster with a paused master among its faults.
 //   - badinput_test.go, url_test.go: misuse and bad Redis URLs get typed
 //     errors and corrupt nothing.
 //   - acl_test.go: the minimal Redis ACL for distlock, proven by experiment.
