@@ -164,17 +164,14 @@ func runChaosClient(cfgJSON string) int {
 	return 0
 }
 
-// unlocker returns a function that unlocks the re-entered lease in and
-// describes the outcome.
-func (c *chaosClient) unlocker(in *distlock.Lease, owner int64, name string) func() record {
-	return func() record {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*c.cfg.Lease)
-		defer cancel()
-		call := mono()
-		err := in.Unlock(ctx)
-		return record{K: "reli", Client: c.cfg.ID, Owner: owner, Name: name, Token: in.Token(), Call: call, Ret: mono(),
-			Res: classifyRelease(err), Err: errString(err), LostCause: lostCause(in)}
-	}
+// unlockInner unlocks the re-entered lease in and describes the outcome.
+func (c *chaosClient) unlockInner(in *distlock.Lease, owner int64, name string) record {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*c.cfg.Lease)
+	defer cancel()
+	call := mono()
+	err := in.Unlock(ctx)
+	return record{K: "reli", Client: c.cfg.ID, Owner: owner, Name: name, Token: in.Token(), Call: call, Ret: mono(),
+		Res: classifyRelease(err), Err: errString(err), LostCause: lostCause(in)}
 }
 
 // lostCause says whether the lease's context ended as a loss.
@@ -301,28 +298,23 @@ func (c *chaosClient) work(rng *rand.Rand) {
 		// Sometimes a second lease of the same owner (re-entry): either
 		// held and unlocked together with the outer one, both at once,
 		// or a re-entry racing the outer Unlock.
-		var inner func() record
+		var innerRes chan record // the re-entered lease's Unlock outcome
 		switch x := rng.Float64(); {
 		case x < 0.05:
 			if in, err := m.Lock(l.Context()); err == nil {
-				inner = c.unlocker(in, owner, name)
+				innerRes = make(chan record, 1)
+				go func() { innerRes <- c.unlockInner(in, owner, name) }()
 			}
 		case x < 0.10:
-			done := make(chan record, 1)
+			innerRes = make(chan record, 1)
 			go func() {
 				in, err := m.Lock(l.Context())
 				if err != nil {
-					done <- record{}
+					innerRes <- record{}
 					return
 				}
-				done <- c.unlocker(in, owner, name)()
+				innerRes <- c.unlockInner(in, owner, name)
 			}()
-			inner = func() record { return <-done }
-		}
-		var innerRes chan record
-		if inner != nil {
-			innerRes = make(chan record, 1)
-			go func() { innerRes <- inner() }()
 		}
 		uctx, ucancel := context.WithTimeout(context.Background(), 2*lease)
 		call, callWall := mono(), wall()
