@@ -79,18 +79,38 @@ const closeTimeout = 5 * time.Second
 // Mutex values of the same name, in any process, are the same lock. An
 // invalid name or option makes every method return a typed error.
 func (c *Client) Mutex(name string, opts ...MutexOption) *Mutex {
-	mc := mutexConfig{ttl: DefaultTTL, renew: true}
+	return c.mutex(name, engine.Plain, opts)
+}
+
+// FairMutex returns the named fair mutex: a Mutex whose waiters, in every
+// process, are served in the order their requests reached Redis. It is
+// cheap and does not contact Redis. A name is used either as a Mutex or as
+// a FairMutex: acquiring it as the other kind while it is in use fails
+// with ErrWrongKind. See "Fair mutex" in the package documentation.
+func (c *Client) FairMutex(name string, opts ...MutexOption) *Mutex {
+	return c.mutex(name, engine.Fair, opts)
+}
+
+func (c *Client) mutex(name string, kind engine.Kind, opts []MutexOption) *Mutex {
+	lk, spec := c.lock(name, kind, opts)
+	return &Mutex{lock: lk, spec: spec}
+}
+
+// lock returns what every lock named name has, and the Spec of its kind
+// under opts.
+func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, engine.Spec) {
+	mc := mutexConfig{ttl: DefaultTTL, renew: true, queue: DefaultQueueTimeout}
 	for _, o := range opts {
 		o(&mc)
 	}
-	m := &Mutex{c: c, spec: engine.Spec{Name: name, Lease: mc.ttl, Renew: mc.renew}, err: c.cfg.err}
-	if m.err == nil {
-		m.err = validateName(name)
+	lk := lock{c: c, name: name, err: c.cfg.err}
+	if lk.err == nil {
+		lk.err = validateName(name)
 	}
-	if m.err == nil {
-		m.err = mc.err
+	if lk.err == nil {
+		lk.err = mc.err
 	}
-	return m
+	return lk, engine.Spec{Name: name, Kind: kind, Lease: mc.ttl, Renew: mc.renew, Queue: mc.queue}
 }
 
 // Err returns, without contacting Redis, the error every operation of c

@@ -2,12 +2,14 @@ package distlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // On Redis Cluster: locks spread over the nodes, waiters are woken by
@@ -168,4 +170,153 @@ func TestClusterPausedMasterCostsOnlyItsLocks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The fair mutex on Redis Cluster: for names spread over the masters, two
+// waiters in two clients keep their places through refreshes batched per
+// slot (the queue timeout is short, so places would expire without them),
+// and are granted the lock in order by the releases, over sharded pub/sub.
+func TestClusterFair(t *testing.T) {
+	cl := redistest.StartClusterT(t, 3)
+	cc := cl.Client(t)
+	holder := distlock.New(cc, distlock.WithLogger(nil))
+	defer holder.Close()
+	ctx := testCtx(t)
+	const names = 9
+	opts := []distlock.MutexOption{distlock.WithQueueTimeout(600 * time.Millisecond)}
+	var held []*distlock.Lease
+	for i := 0; i < names; i++ {
+		l, err := holder.FairMutex(fmt.Sprint("f", i), opts...).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	order := make(chan string, 2*names)
+	var waiters []*distlock.Client
+	for w := 0; w < 2; w++ {
+		queued := make(chan struct{}, names)
+		c := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+			if e.Kind == distlock.EventWaiting {
+				queued <- struct{}{}
+			}
+		}))
+		defer c.Close()
+		waiters = append(waiters, c)
+		for i := 0; i < names; i++ {
+			go func() {
+				name := fmt.Sprint("f", i)
+				l, err := c.FairMutex(name, opts...).Lock(ctx)
+				if err != nil {
+					t.Error(err)
+					order <- ""
+					return
+				}
+				order <- fmt.Sprint(name, " ", w)
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		for i := 0; i < names; i++ {
+			<-queued // every place of this client is made before the next client's
+		}
+	}
+	queue := func(i int) []string {
+		return cc.ZRange(ctx, distlock.DefaultPrefix+"{"+fmt.Sprint("f", i)+"}:q", 0, -1).Val()
+	}
+	var before [names][]string
+	for i := range names {
+		before[i] = queue(i)
+	}
+	time.Sleep(2 * time.Second) // more than three queue timeouts: only refreshes keep the places
+	for i := range names {
+		if after := queue(i); fmt.Sprint(after) != fmt.Sprint(before[i]) || len(after) != 2 {
+			t.Fatalf("queue of f%d changed from %v to %v: places expired", i, before[i], after)
+		}
+	}
+	for _, l := range held {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := map[string]int{}
+	for range 2 * names {
+		got := <-order
+		var name string
+		var w int
+		if _, err := fmt.Sscan(got, &name, &w); err != nil {
+			t.Fatalf("waiter failed: %q", got)
+		}
+		if w != next[name] {
+			t.Fatalf("%s granted to waiter %d before waiter %d", name, w, next[name])
+		}
+		next[name]++
+	}
+}
+
+// A multi-lock on a Cluster whose members live in several slots: taken
+// slot by slot, and when a later member is refused, the members taken
+// before it are released at once (nothing is held while waiting); it gets
+// the set once the refusing member is free.
+func TestClusterMultiMutex(t *testing.T) {
+	cl := redistest.StartClusterT(t, 3)
+	cc := cl.Client(t)
+	c := distlock.New(cc, distlock.WithLogger(nil))
+	defer c.Close()
+	other := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	defer other.Close()
+	ctx := testCtx(t)
+	names := []string{"m1", "m2", "m3", "m4"}
+	slots := map[int]bool{}
+	for _, n := range names {
+		slots[redisSlot(t, cc, n)] = true
+	}
+	if len(slots) < 2 {
+		t.Fatalf("the members share one slot: %v", slots)
+	}
+	held, err := other.Mutex("m4").Lock(ctx) // the last in canonical order
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MultiMutex(names).TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryLock with a member held: %v", err)
+	}
+	waitFor(t, func() bool {
+		for _, n := range names[:3] {
+			if info, _ := other.Mutex(n).Inspect(ctx); info.Locked {
+				return false
+			}
+		}
+		return true
+	})
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.MultiMutex(names).Lock(ctx)
+		if err == nil {
+			if len(l.Tokens()) != 4 {
+				err = fmt.Errorf("tokens %v", l.Tokens())
+			} else {
+				err = l.Unlock(ctx)
+			}
+		}
+		got <- err
+	}()
+	waitFor(t, func() bool { info, _ := other.Mutex("m4").Inspect(ctx); return info.Waiters == 1 })
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// redisSlot is the Cluster slot of a lock's keys, as the server says.
+func redisSlot(t *testing.T, cc *redis.ClusterClient, name string) int {
+	t.Helper()
+	slot, err := cc.ClusterKeySlot(t.Context(), distlock.DefaultPrefix+"{"+name+"}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(slot)
 }

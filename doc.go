@@ -1,6 +1,9 @@
 // Package distlock provides distributed locks on Redis: a re-entrant,
-// fenced, self-renewing mutex with push wake-ups, built on an engine that
-// later primitives (fair and read-write locks, semaphores, Redlock) share.
+// fenced, self-renewing mutex with push wake-ups, a fair mutex that serves
+// waiters in order across processes, a read-write lock (RWMutex), a
+// semaphore whose permits are leases, a multi-lock (MultiMutex), leader
+// election, and one-call helpers (Do, Once, OncePer), all built on one
+// engine that later primitives (Redlock, other backends) share.
 //
 // A Client wraps your go-redis client; Client.Mutex names a lock; Lock and
 // TryLock return a Lease:
@@ -73,22 +76,94 @@
 //
 // # Waiting
 //
-// A waiter subscribes to the lock's release channel before it retries, so a
-// release cannot slip between its attempt and its wait. All waiters of a
-// Client share one subscription connection; a release wakes one waiter per
-// process. A waiter never sleeps longer than the holder's remaining lease,
-// so a lost notification (or a holder that died) costs at most that.
+// A plain mutex's waiter subscribes to the lock's release channel before it
+// retries, so a release cannot slip between its attempt and its wait. All
+// waiters of a Client share one subscription connection; a release wakes
+// one waiter per process. A waiter never sleeps longer than the holder's
+// remaining lease, so a lost notification (or a holder that died) costs at
+// most that.
 //
 // Waiters of one Client are served first come, first served: a release wakes
-// the one that has waited longest, and a Lock call made while others of the
-// Client wait lines up behind them instead of trying at once (TryLock always
-// tries at once). Across processes there is no order: whichever process's
-// attempt reaches Redis first after a release wins.
+// the one that has waited longest, and a Lock or TryLock call made while
+// others of the Client wait lines up behind them (TryLock fails) instead of
+// trying at once. Across processes a plain mutex has no order: whichever
+// process's attempt reaches Redis first after a release wins. For an order
+// across processes, use a fair mutex.
+//
+// # Fair mutex
+//
+// Client.FairMutex returns a Mutex whose waiters, in every process, are
+// served in the order their requests reached Redis. Each waiter has a
+// place in a queue kept in Redis, and the release script itself grants the
+// lock to the first place in line: it sets the new owner, its fencing
+// token and its lease, and publishes one message to that owner's process
+// alone. No waiters race, none is woken for nothing, and a hand-over costs
+// the release's round trip and one message.
+//
+// A waiter keeps its place alive by refreshing it every third of the
+// queue timeout (WithQueueTimeout, 5 s by default) or of the TTL if
+// shorter, in the same batches as the renewals. A waiter that died, was
+// paused or was cut off loses its place within the queue timeout of its
+// last refresh, and the next in line is served without anyone's
+// intervention. If it had been granted the lock meanwhile, the lock is
+// free again by then too: a granted lock expires when the grantee's place
+// would have (or after the TTL, if sooner), until a live grantee's
+// watchdog renews it to the full TTL at its first tick. When a holder dies
+// without releasing, the first waiter takes the lock as its lease runs out
+// (the waiter's refresh is due then). A waiter that missed the message of
+// its grant finds the grant at its next refresh. Every key of the queue
+// expires with its last place.
+//
+// TryLock never queues and never jumps the queue: it fails while anyone
+// holds the lock or waits for it. A Lock whose context ends leaves the
+// queue; if the lock was granted to it meanwhile, it goes to the next
+// waiter. A name is used by one kind at a time: acquiring as a Mutex a
+// name that is held as a FairMutex or has waiters in its queue fails with
+// ErrWrongKind, and so does the reverse, and the lock in use is left
+// untouched.
+//
+// A granted lease started at a moment the waiter did not see: inside
+// another process's release. Its lease context must still end before the
+// lease can run out in Redis. Every request of a place carries a number
+// (the enqueue is 1, each refresh the next) and Redis records the highest
+// it applied; the grant carries that number. The request with that number
+// was sent before it was applied, and applied before the grant, so its
+// send time comes before the lease started: the waiter measures the
+// granted lease from it, as it measures every lease from the send of the
+// request that set it. A granted lease thus looks shorter than it is by at
+// most one refresh period and a round trip; the bound rests on clock rates
+// alone, as every lease does, and on no bound on message delays.
+//
+// Choose the fair mutex when waiters must be served in order across
+// processes (no process starves, waits are bounded by the queue ahead),
+// or when many processes contend for one lock: a hand-over is one message
+// to one process, where the plain mutex wakes a waiter in every process to
+// race for it. The plain mutex is the lighter of the two when a lock is
+// rarely contended: its waiters keep nothing in Redis.
+//
+// # Multi-lock, election, and jobs that run once
+//
+// MultiMutex takes several mutexes together, all or none, in one script
+// where they share a Redis node, and never holds any while it waits, so
+// callers that list the same names in any order cannot deadlock. Election
+// is a fair queue of candidates whose holder leads: the term is the
+// fencing token, and every change of leader is announced to Observe. Do
+// runs a function under any Locker; Once runs a job once per key (the
+// first caller runs it, the others are told who did), and OncePer once per
+// period across nodes, counted on the Redis server's clock. Their run
+// records are written only while the runner still holds the lock (fenced
+// by its token).
 //
 // # Keys
 //
 // For a lock named N and the default prefix "distlock:", the state is the
 // hash distlock:{N}, the fencing counter distlock:{N}:fence and the release
-// channel distlock:{N}:released: all in the Redis Cluster slot of N. Names
-// may not contain braces.
+// channel distlock:{N}:released; the queue of a fair mutex, a read-write
+// lock or a semaphore adds distlock:{N}:q, distlock:{N}:qt and
+// distlock:{N}:qi, the holders of a read-write lock or a semaphore
+// distlock:{N}:h, a semaphore's capacity distlock:{N}:cap, a job's run
+// record distlock:{N}:done; grants go to channels
+// distlock:{N}:grant:<client id>, an election's announcements to
+// distlock:{N}:leader. All of them are in the Redis Cluster slot
+// of N, and all of them expire. Names may not contain braces.
 package distlock

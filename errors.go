@@ -10,6 +10,20 @@ var (
 	// context's error, when its context ends first.
 	ErrNotAcquired = engine.ErrNotAcquired
 
+	// ErrWrongKind: the name is in use by a lock of another kind (a Mutex,
+	// a FairMutex and an RWMutex of the same name), or the context passed
+	// to Lock holds the name as another kind; the lock in use was left
+	// untouched. It wraps ErrNotAcquired.
+	ErrWrongKind = engine.ErrWrongKind
+
+	// ErrDeadlock: the request could never be granted because the caller
+	// itself holds a conflicting hold: the write side of an RWMutex asked
+	// for with a context that holds only its read side (an upgrade), or
+	// more permits of a Semaphore than fit next to those held in the same
+	// context. It fails at once instead of waiting forever. It wraps
+	// ErrNotAcquired.
+	ErrDeadlock = engine.ErrDeadlock
+
 	// ErrNotHeld: the lease was already unlocked (or released by Close).
 	ErrNotHeld = engine.ErrNotHeld
 
@@ -34,8 +48,9 @@ var (
 	ErrInvalidName = errorString("distlock: invalid lock name")
 
 	// ErrInvalidOption: an option is out of range (an absurd TTL, a prefix
-	// with braces, ...).
-	ErrInvalidOption = errorString("distlock: invalid option")
+	// with braces, ...), or a request could never be served as asked (more
+	// permits than a semaphore has).
+	ErrInvalidOption = engine.ErrInvalidOption
 )
 
 type errorString string

@@ -19,9 +19,10 @@ const (
 	EventRenewFailed                      // a renewal failed; it is retried until the lease deadline
 	EventLost                             // the lock was lost; the lease context is cancelled
 	EventReleased                         // the holder released the lock
+	EventMismatch                         // Redis disagrees with this client's options (a semaphore's permits); Err says how
 )
 
-var eventNames = [...]string{"", "acquired", "waiting", "renewed", "renew-failed", "lost", "released"}
+var eventNames = [...]string{"", "acquired", "waiting", "renewed", "renew-failed", "lost", "released", "mismatch"}
 
 func (k EventKind) String() string {
 	if k > 0 && int(k) < len(eventNames) {
@@ -38,7 +39,7 @@ type Event struct {
 	Token uint64        // fencing token, when held
 	Holds int           // hold count, for EventAcquired
 	Wait  time.Duration // time spent waiting, for EventAcquired; the lease, for EventRenewed
-	Err   error         // the cause, for EventRenewFailed and EventLost
+	Err   error         // the cause, for EventRenewFailed, EventLost and EventMismatch
 }
 
 // observer turns engine events into Events for the handler and the log.
@@ -60,7 +61,7 @@ func (c *clientConfig) observer() func(engine.Event) {
 
 func logEvent(l *slog.Logger, ev Event) {
 	level := slog.LevelDebug
-	if ev.Kind == EventLost || ev.Kind == EventRenewFailed {
+	if ev.Kind == EventLost || ev.Kind == EventRenewFailed || ev.Kind == EventMismatch {
 		level = slog.LevelWarn
 	}
 	ctx := context.Background()

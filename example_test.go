@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -150,4 +151,243 @@ func ExampleWithEventHandler() {
 	rdb.Del(ctx, "distlock:{job}") // someone deletes the lock
 	fmt.Println("lost:", <-lost, errors.Is(context.Cause(lease.Context()), distlock.ErrLockLost))
 	// Output: lost: job true
+}
+
+// A fair mutex serves waiters in the order their requests reached Redis,
+// across every process: here three clients (three processes, say) queue
+// behind a holder and get the lock in turn, each from the release of the
+// one before.
+func ExampleClient_FairMutex() {
+	rdb, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+	holder := distlock.New(rdb)
+	defer holder.Close()
+	lease, err := holder.FairMutex("deploy").Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	order := make(chan string, 3)
+	for _, name := range []string{"first", "second", "third"} {
+		queued := make(chan struct{})
+		c := distlock.New(rdb, distlock.WithEventHandler(func(e distlock.Event) {
+			if e.Kind == distlock.EventWaiting {
+				close(queued)
+			}
+		}))
+		defer c.Close()
+		go func() {
+			l, err := c.FairMutex("deploy").Lock(ctx)
+			if err != nil {
+				log.Fatal(err)
+			}
+			order <- name
+			l.Unlock(ctx)
+		}()
+		<-queued // in line before the next one asks
+	}
+	lease.Unlock(ctx)
+	fmt.Println(<-order, <-order, <-order)
+	// Output: first second third
+}
+
+// A read-write lock: any number of readers at once, in any process, or one
+// writer. A writer that also takes the read side (downgrade) keeps reading
+// after it unlocks the write side, with no writer in between; asking for
+// the write side while holding only the read side fails at once.
+func ExampleRWMutex() {
+	rdb, done := exampleRedis()
+	defer done()
+	locks := distlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+	catalog := locks.RWMutex("catalog")
+
+	// Rebuild the catalog, then keep reading it while others may read too.
+	w, err := catalog.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := catalog.RLock(w.Context()) // downgrade: the same owner reads
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Unlock(ctx)
+
+	other, err := catalog.RLock(ctx) // another reader gets in at once
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, _ := catalog.Inspect(ctx)
+	fmt.Println(info.Mode, len(info.Readers), "readers")
+
+	_, err = catalog.Lock(r.Context()) // an upgrade would wait for itself
+	fmt.Println("upgrade:", errors.Is(err, distlock.ErrDeadlock))
+	r.Unlock(ctx)
+	other.Unlock(ctx)
+	// Output:
+	// read 2 readers
+	// upgrade: true
+}
+
+// At most 3 calls at once to a rate-limited partner API, across every pod:
+// each call holds a permit of a semaphore shared through Redis. A pod that
+// dies holding permits gives them back when their lease ends.
+func ExampleSemaphore() {
+	rdb, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	inside, most := 0, 0
+	callPartner := func() {
+		mu.Lock()
+		inside++
+		most = max(most, inside)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		inside--
+		mu.Unlock()
+	}
+
+	var wg sync.WaitGroup
+	for pod := 0; pod < 4; pod++ { // four pods, four Clients
+		pods := distlock.New(rdb)
+		defer pods.Close()
+		partner := pods.Semaphore("partner-api", 3)
+		for range 5 {
+			wg.Go(func() {
+				lease, err := partner.Acquire(ctx, 1)
+				if err != nil {
+					log.Fatal(err)
+				}
+				defer lease.Unlock(ctx)
+				callPartner()
+			})
+		}
+	}
+	wg.Wait()
+	fmt.Println("never more than 3 calls at once:", most <= 3)
+	// Output: never more than 3 calls at once: true
+}
+
+// Transfer between two accounts holding both at once: a MultiMutex takes
+// every member or none, and callers that list them in another order never
+// deadlock.
+func ExampleMultiMutex() {
+	rdb, done := exampleRedis()
+	defer done()
+	locks := distlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	err := distlock.Do(ctx, locks.MultiMutex([]string{"account:42", "account:7"}),
+		func(ctx context.Context, token uint64) error {
+			fmt.Println("both accounts held")
+			return nil // debit one, credit the other, passing token to the store
+		})
+	fmt.Println(err)
+	// Output:
+	// both accounts held
+	// <nil>
+}
+
+// One node of many leads; the others wait as candidates, and anyone can
+// watch who leads.
+func ExampleElection() {
+	rdb, done := exampleRedis()
+	defer done()
+	locks := distlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+	election := locks.Election("scheduler")
+
+	lease, err := election.Campaign(ctx, "node-a:8080") // blocks until this node leads
+	if err != nil {
+		log.Fatal(err)
+	}
+	leader, _ := election.Leader(ctx)
+	fmt.Println("leader:", leader.Value, leader.Term == lease.Token())
+	// Lead under lease.Context(): it ends if the leadership is lost. Pass
+	// the term (lease.Token()) with every write the leader makes.
+	lease.Unlock(ctx) // resign
+	// Output: leader: node-a:8080 true
+}
+
+// A job that cron starts every minute on every node: one node runs it per
+// minute, the others are told who did.
+func ExampleClient_OncePer() {
+	rdb, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+	report := func(ctx context.Context, token uint64) error { return nil }
+
+	nodeA, nodeB := distlock.New(rdb), distlock.New(rdb)
+	defer nodeA.Close()
+	defer nodeB.Close()
+	a, _ := nodeA.OncePer(ctx, "nightly-report", time.Minute, report)
+	b, _ := nodeB.OncePer(ctx, "nightly-report", time.Minute, report)
+	// At a minute's boundary, both could fall in different minutes: then
+	// each runs it, once per minute.
+	fmt.Println(a.State == distlock.RanHere, b.State == distlock.AlreadyDone || a.Period != b.Period)
+	// Output: true true
+}
+
+// The job of a period knows which period it runs for, to name what it
+// makes the same way on whichever node runs it.
+func ExampleRunPeriod() {
+	rdb, done := exampleRedis()
+	defer done()
+	locks := distlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	var file string
+	run, _ := locks.OncePer(ctx, "hourly-export", time.Hour, func(ctx context.Context, token uint64) error {
+		period, _ := distlock.RunPeriod(ctx)
+		file = fmt.Sprintf("export-%d.csv", period)
+		return nil
+	})
+	fmt.Println(file == fmt.Sprintf("export-%d.csv", run.Period))
+	// Output: true
+}
+
+// One-time initialisation, or a request id processed once: the first
+// caller runs it, the others are told it was done (and wait for it while
+// it runs).
+func ExampleClient_Once() {
+	rdb, done := exampleRedis()
+	defer done()
+	locks := distlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+	initConfig := func(ctx context.Context, token uint64) error { return nil }
+
+	first, _ := locks.Once(ctx, "config:init", 24*time.Hour, initConfig)
+	again, _ := locks.Once(ctx, "config:init", 24*time.Hour, initConfig)
+	fmt.Println(first.State, "/", again.State)
+	// Output: ran here / already done
+}
+
+// Do takes any lock, runs the job under it and unlocks: the job gets the
+// lease's context (cancelled if the lock is lost) and its fencing token.
+func ExampleDo() {
+	rdb, done := exampleRedis()
+	defer done()
+	locks := distlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	decrement := func(ctx context.Context, token uint64) error {
+		// UPDATE stock SET n = n - 1, fence = $token WHERE sku = ... AND fence < $token
+		return nil
+	}
+	fmt.Println(distlock.Do(ctx, locks.Mutex("sku:1234"), decrement))
+	catalog := locks.RWMutex("catalog")
+	fmt.Println(distlock.Do(ctx, catalog.RLocker(), func(context.Context, uint64) error { return nil }))
+	// Output:
+	// <nil>
+	// <nil>
 }

@@ -2,32 +2,25 @@ package distlock_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisbackend"
 	"github.com/redis/go-redis/v9"
 )
 
 // An interceptor is a go-redis hook that does to distlock's scripts on
 // given lock keys what a slow or lossy network does: it holds back a reply while
 // the script has already run on the server, or loses the reply and lets the
-// request itself reach Redis later. Scripts are recognised by the SHA-1 of
-// the embedded .lua files, so the rules name them ("acquire", "renew",
+// request itself reach Redis later. Scripts are recognised by
+// redisbackend.ScriptCall, so the rules name them ("acquire", "renew",
 // "release", ...).
 type interceptor struct {
-	t       *testing.T
-	scripts map[string]string // SHA-1 -> script name
-	sources []string
+	t *testing.T
 
 	mu    sync.Mutex
 	seen  map[string]int
@@ -51,23 +44,7 @@ type rule struct {
 var errReplyLost = errors.New("test: reply lost (i/o timeout)")
 
 func newInterceptor(t *testing.T) *interceptor {
-	t.Helper()
-	scripts := map[string]string{}
-	var sources []string
-	files, err := filepath.Glob("internal/redisbackend/scripts/*.lua")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts found: %v", err)
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha1.Sum(b)
-		scripts[hex.EncodeToString(sum[:])] = strings.TrimSuffix(filepath.Base(f), ".lua")
-		sources = append(sources, string(b))
-	}
-	return &interceptor{t: t, scripts: scripts, sources: sources, seen: map[string]int{}}
+	return &interceptor{t: t, seen: map[string]int{}}
 }
 
 // load loads every script on the server, so that no intercepted EVALSHA
@@ -75,10 +52,8 @@ func newInterceptor(t *testing.T) *interceptor {
 // see, at a moment of its own).
 func (h *interceptor) load(t *testing.T, rdb *redis.Client) {
 	t.Helper()
-	for _, src := range h.sources {
-		if err := rdb.ScriptLoad(t.Context(), src).Err(); err != nil {
-			t.Fatal(err)
-		}
+	if err := redisbackend.LoadScripts(t.Context(), rdb); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -109,21 +84,11 @@ func await(t *testing.T, ch <-chan struct{}, what string) {
 
 // script names the distlock script cmd runs and its first key, or "".
 func (h *interceptor) script(cmd redis.Cmder) (name, key string) {
-	a := cmd.Args()
-	if len(a) < 4 {
+	name, keys, _, ok := redisbackend.ScriptCall(cmd.Args())
+	if !ok || len(keys) == 0 {
 		return "", ""
 	}
-	switch fmt.Sprint(a[0]) {
-	case "evalsha":
-		name = h.scripts[fmt.Sprint(a[1])]
-	case "eval":
-		sum := sha1.Sum([]byte(fmt.Sprint(a[1])))
-		name = h.scripts[hex.EncodeToString(sum[:])]
-	}
-	if n, err := strconv.Atoi(fmt.Sprint(a[2])); err != nil || n < 1 || name == "" {
-		return "", ""
-	}
-	return name, fmt.Sprint(a[3])
+	return name, keys[0]
 }
 
 // match finds the rule for cmds, counting calls per script.

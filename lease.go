@@ -4,16 +4,27 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/distlock/distlock/internal/engine"
 )
 
-// A Lease is one hold of a lock, returned by Lock and TryLock. Its methods
-// are safe for concurrent use, and safe on a nil *Lease (the one a failed
-// Lock or TryLock returns): Unlock and Extend then return an error wrapping
-// ErrNotHeld, Context an ended context, Token 0 and Name "".
+// A Lease is one hold of a lock, returned by Lock and TryLock (and the
+// like: RLock, Acquire), or the holds of every member of a MultiMutex. Its
+// methods are safe for concurrent use, and safe on a nil *Lease (the one a
+// failed Lock or TryLock returns): Unlock and Extend then return an error
+// wrapping ErrNotHeld, Context an ended context, Token 0, Tokens nil and
+// Name "".
 type Lease struct {
-	l *engine.Lease
+	l held
+}
+
+// held is a lease of the engine: one lock's (*engine.Lease), or a
+// multi-lock's (*engine.Group).
+type held interface {
+	Name() string
+	Token() uint64
+	Tokens() map[string]uint64
+	Context() context.Context
+	Unlock(context.Context) error
+	Extend(context.Context, time.Duration) error
 }
 
 // errNilLease is what a nil *Lease reports.
@@ -36,7 +47,8 @@ func (l *Lease) Name() string {
 
 // Token is the fencing token of this hold: strictly greater than the
 // token of every earlier acquisition of the same lock name, by any owner
-// (re-entrant holds share their first hold's token). Pass it to the
+// (re-entrant holds share their first hold's token). For a MultiMutex it
+// is the largest of its members' tokens (see Tokens for each). Pass it to the
 // resource you modify and have it reject tokens lower than the highest it
 // has seen: that keeps a holder that outlived its lease (a long pause)
 // from doing damage. See the package documentation for what it rests on.
@@ -47,8 +59,18 @@ func (l *Lease) Token() uint64 {
 	return l.l.Token()
 }
 
+// Tokens returns the fencing token of each lock the lease holds, by name:
+// one for a lock, one per member for a MultiMutex.
+func (l *Lease) Tokens() map[string]uint64 {
+	if l == nil {
+		return nil
+	}
+	return l.l.Tokens()
+}
+
 // Context is a context that carries the values of the context the lock was
-// acquired with, and is cancelled when this lease is unlocked or the lock is
+// acquired with (for a re-entered hold, of the first acquisition's), not
+// its deadline, and is cancelled when this lease is unlocked or the lock is
 // lost. On loss, context.Cause returns an error wrapping ErrLockLost, and
 // the cancellation comes before the lease can expire on the server (see the
 // package documentation for the assumptions).

@@ -287,3 +287,36 @@ func TestScriptFlushIsInvisible(t *testing.T) {
 		t.Fatalf("%d failures after SCRIPT FLUSH", n)
 	}
 }
+
+type leaseValueKey struct{}
+
+// A lease's context carries the values of the context the lock was
+// acquired with (a request id, a trace span), not its deadline.
+func TestLeaseContextCarriesValues(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	ctx, cancel := context.WithCancel(context.WithValue(testCtx(t), leaseValueKey{}, "req-42"))
+	for _, m := range []interface {
+		Lock(context.Context) (*distlock.Lease, error)
+	}{c.Mutex("values"), c.FairMutex("fair-values"), c.RWMutex("rw-values")} {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Context().Value(leaseValueKey{}); got != "req-42" {
+			t.Errorf("lease context value = %v, want req-42", got)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := c.Mutex("values").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if l.Context().Err() != nil {
+		t.Error("the lease context ended with the acquisition's context")
+	}
+	l.Unlock(context.Background())
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,11 +49,13 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// helper is a helper process and the lines it prints.
+// helper is a helper process, the lines it prints, and its standard input
+// (commands for the modes that read them).
 type helper struct {
 	cmd   *exec.Cmd
 	lines chan string
 	done  chan error
+	stdin io.WriteCloser
 }
 
 // startHelper runs this binary in helper mode with args; it is killed when
@@ -66,10 +69,14 @@ func startHelper(t *testing.T, mode string, args ...string) *helper {
 	if err != nil {
 		t.Fatal(err)
 	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := &helper{cmd: cmd, lines: make(chan string, 100), done: make(chan error, 1)}
+	h := &helper{cmd: cmd, lines: make(chan string, 1000), done: make(chan error, 1), stdin: in}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -79,10 +86,27 @@ func startHelper(t *testing.T, mode string, args ...string) *helper {
 		h.done <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused helper dies of SIGKILL too, but let it be
 		_ = cmd.Process.Kill()
 		<-h.done
 	})
 	return h
+}
+
+// send writes a command line to the helper.
+func (h *helper) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := fmt.Fprintln(h.stdin, line); err != nil {
+		t.Fatalf("helper: send %q: %v", line, err)
+	}
+}
+
+// signal sends sig to the helper process.
+func (h *helper) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := h.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("helper: %v: %v", sig, err)
+	}
 }
 
 // expect waits for the helper's next line and checks its first word.
@@ -170,6 +194,29 @@ func runHelper(mode string) int {
 		return 0
 	case "rmw": // URL NAME COUNTER GOROUTINES ROUNDS: increment COUNTER non-atomically under the lock
 		return rmw(ctx, c, rdb, args[1], args[2], atoi(args[3]), atoi(args[4]))
+	case "fair-rounds": // URL NAME COUNTER ROUNDS: see fairRounds
+		return fairRounds(ctx, rdb, args[1], args[2], atoi(args[3]))
+	case "once-per": // URL NAME PERIOD DURATION: see oncePer
+		period, _ := time.ParseDuration(args[2])
+		duration, _ := time.ParseDuration(args[3])
+		return oncePer(ctx, c, args[1], period, duration)
+	case "once-stuck": // URL KEY: see onceStuck
+		return onceStuck(ctx, c, args[1])
+	case "candidate": // URL NAME VALUE: see candidate
+		return candidate(ctx, c, args[1], args[2], say)
+	case "multi-rounds": // URL NAMES ROUNDS: see multiRounds
+		return multiRounds(ctx, c, rdb, args[1], atoi(args[2]))
+	case "sem-workers": // URL NAME PERMITS GOROUTINES: see semWorkers
+		return semWorkers(ctx, rdb, args[1], atoi(args[2]), atoi(args[3]))
+	case "rw-readers": // URL NAME GOROUTINES: see rwReaders
+		return rwReaders(ctx, rdb, args[1], atoi(args[2]))
+	case "rw-hold": // URL NAME SIDE TTL: see rwHold
+		ttl, _ := time.ParseDuration(args[3])
+		return rwHold(ctx, c, args[1], args[2], ttl, say)
+	case "fair-hold": // URL NAME TTL QUEUE-TIMEOUT: see fairHold
+		ttl, _ := time.ParseDuration(args[2])
+		queue, _ := time.ParseDuration(args[3])
+		return fairHold(ctx, c, args[1], ttl, queue, say)
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2

@@ -2,8 +2,6 @@ package distlock
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"time"
 
 	"github.com/distlock/distlock/internal/engine"
@@ -11,26 +9,31 @@ import (
 
 // A Mutex is a re-entrant, fenced, self-renewing lock shared by every
 // process that uses the same name (and key prefix) on the same Redis.
+// Client.Mutex returns a plain mutex, whose waiters race for it when it is
+// released; Client.FairMutex a fair one, whose waiters are served in
+// order. Both have the same methods and Leases.
 type Mutex struct {
-	c    *Client
+	lock
 	spec engine.Spec
-	err  error
 }
 
 // Name is the name of the lock.
-func (m *Mutex) Name() string { return m.spec.Name }
+func (m *Mutex) Name() string { return m.name }
 
 // Err returns, without contacting Redis, the error every method of m
 // returns because its name or an option (of m or its Client) is invalid:
 // one wrapping ErrInvalidName or ErrInvalidOption. It is nil for a usable
 // Mutex.
-func (m *Mutex) Err() error { return m.err }
+func (m *Mutex) Err() error { return m.lock.err }
 
 // Lock blocks until it holds the lock, or until ctx ends: the error then
-// wraps both ErrNotAcquired and the context's cause. While it waits it is
-// woken by the release itself (through one subscription shared by all of
-// the Client's waiters), and never sleeps longer than the holder's remaining
-// lease, so a lost notification costs at most that.
+// wraps both ErrNotAcquired and the context's cause. A plain mutex's
+// waiter is woken by the release itself (through one subscription shared
+// by all of the Client's waiters), and never sleeps longer than the
+// holder's remaining lease, so a lost notification costs at most that. A
+// fair mutex's waiter takes a place in the lock's queue in Redis and is
+// granted the lock by the release in its turn (see "Fair mutex" in the
+// package documentation).
 //
 // If ctx is, or derives from, the Context of a Lease of this lock from this
 // Client, Lock re-enters: it adds a hold and returns a new Lease with the
@@ -41,26 +44,17 @@ func (m *Mutex) Err() error { return m.err }
 // whatever the request took is released in the background, and the
 // request is refused if it reaches Redis only later (for a minute, or two
 // leases if longer; see the package documentation).
-func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, true) }
+func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, m.spec, true) }
 
-// TryLock makes one attempt. If someone else holds the lock, or callers of
-// the same Client are already waiting for it in Lock (they are served
-// first come, first served), it returns an error wrapping ErrNotAcquired.
+// TryLock makes one attempt. If someone else holds the lock, or others are
+// already waiting for it in Lock (they are served first), it returns an
+// error wrapping ErrNotAcquired: for a plain mutex, callers of the same
+// Client; for a fair mutex, anyone (TryLock never queues and never jumps
+// the queue).
 // If its request's outcome cannot be known (ctx ended, Redis failed),
 // whatever it may have taken is released in the background, and the
 // request is refused by Redis if it arrives later.
-func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, false) }
-
-func (m *Mutex) acquire(ctx context.Context, wait bool) (*Lease, error) {
-	if m.err != nil {
-		return nil, m.err
-	}
-	l, err := m.c.engine.Acquire(ctx, m.spec, wait)
-	if err != nil {
-		return nil, err
-	}
-	return &Lease{l: l}, nil
-}
+func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, m.spec, false) }
 
 // LockInfo is a snapshot of a lock's state.
 type LockInfo struct {
@@ -77,57 +71,58 @@ type LockInfo struct {
 	// LastToken is the last fencing token issued for this name, 0 if its
 	// counter has expired (see WithFenceRetention).
 	LastToken uint64
-	// Waiters counts the processes (subscribed connections) waiting.
+	// Waiters counts the processes (subscribed connections) waiting for a
+	// plain mutex.
 	Waiters int
+	// Queued counts the waiters in a FairMutex's queue (places that have
+	// not expired), in any process: for an election, the candidates
+	// waiting to lead.
+	Queued int
+	// Kind is the kind of lock the name is in use as: KindMutex, KindFair,
+	// KindElection (the holder is the leader, Token its term), or KindFree.
+	// If it is another kind (a read-write lock, a semaphore), the fields
+	// above are zero but for Name and LastToken.
+	Kind Kind
 }
 
 // Holder identifies the owner of a lock.
 type Holder struct {
 	// ID identifies the owner: a digest of its secret owner token, so that
 	// showing it does not let anyone release the lock.
-	ID    string
-	Host  string
-	PID   int
-	Since time.Time // by the holder's clock
+	ID   string
+	Host string
+	PID  int
+	// Since is when the owner got the lock: by its own clock for a plain
+	// mutex, by the Redis server's clock for a fair one (which is granted
+	// inside another owner's release).
+	Since time.Time
 }
 
 // Inspect reads the lock's state in one round trip.
 func (m *Mutex) Inspect(ctx context.Context) (LockInfo, error) {
-	if m.err != nil {
-		return LockInfo{}, m.err
-	}
-	if err := m.c.usable(); err != nil {
-		return LockInfo{}, err
-	}
-	st, err := m.c.backend.Inspect(ctx, m.spec.Name)
+	st, err := m.state(ctx)
 	if err != nil {
 		return LockInfo{}, err
 	}
-	info := LockInfo{
-		Name: m.spec.Name, Locked: st.Locked, Holds: st.Holds, TTL: st.TTL,
-		Token: st.Token, LastToken: st.LastToken, Waiters: st.Watchers,
+	info := LockInfo{Name: m.name, LastToken: st.LastToken, Kind: kindOf(st.Kind)}
+	if info.Kind != KindMutex && info.Kind != KindFair && info.Kind != KindElection && info.Kind != KindFree {
+		return info, nil
 	}
-	if st.Locked {
-		info.Holder = Holder{ID: ownerID(st.Owner), Host: st.Host, PID: st.PID, Since: st.Since}
+	h := st.Holder()
+	info.Locked, info.Holds, info.TTL, info.Token = st.Locked(), h.Holds, h.TTL, h.Token
+	info.Waiters, info.Queued = st.Watchers, st.Queued
+	if st.Locked() {
+		info.Holder = holder(h)
 	}
 	return info, nil
 }
 
-// ForceUnlock deletes the lock whoever holds it and wakes its waiters. It is
-// for operators: the holder learns of it at its next renewal (its lease
-// context is then cancelled with ErrLockLost), so until then two processes
-// may both believe they hold the lock. It reports whether the lock was held.
-func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
-	if m.err != nil {
-		return false, m.err
-	}
-	if err := m.c.usable(); err != nil {
-		return false, err
-	}
-	return m.c.backend.ForceUnlock(ctx, m.spec.Name)
-}
-
-func ownerID(owner string) string {
-	sum := sha256.Sum256([]byte(owner))
-	return hex.EncodeToString(sum[:8])
-}
+// ForceUnlock deletes the lock whoever holds it and wakes its waiters (a
+// fair mutex goes to the first in its queue). It works on a name of any
+// kind: an election's leader is deposed, and every holder of a read-write
+// lock or a semaphore loses it, the first waiters in line being let in.
+// It is for operators: the
+// holder learns of it at its next renewal (its lease context is then
+// cancelled with ErrLockLost), so until then two processes may both
+// believe they hold the lock. It reports whether the lock was held.
+func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.forceUnlock(ctx) }

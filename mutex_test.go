@@ -273,6 +273,79 @@ func TestForceUnlock(t *testing.T) {
 	}
 }
 
+// ForceUnlock through a Mutex works on a name of any kind: every holder of
+// a semaphore loses its permits and the waiter is let in; an election's
+// leader is deposed and the next candidate leads.
+func TestForceUnlockAnyKind(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	ops, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	ttl := distlock.WithTTL(300 * time.Millisecond)
+
+	s := c.Semaphore("force-sem", 2, ttl)
+	a, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := make(chan *distlock.Lease, 1)
+	go func() {
+		l, err := s.Acquire(ctx, 2)
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- l
+	}()
+	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Waiters == 1 })
+	if ok, err := ops.Mutex("force-sem").ForceUnlock(ctx); err != nil || !ok {
+		t.Fatalf("ForceUnlock of a semaphore = %v, %v", ok, err)
+	}
+	w := <-waiter
+	for _, l := range []*distlock.Lease{a, b} {
+		<-l.Context().Done()
+		if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+			t.Fatalf("holder's cause %v, want ErrLockLost", cause)
+		}
+	}
+	if w.Context().Err() != nil {
+		t.Fatal("the waiter let in lost its permits")
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	e := c.Election("force-elect", ttl)
+	leader, err := e.Campaign(ctx, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := make(chan *distlock.Lease, 1)
+	go func() {
+		l, err := ops.Election("force-elect", ttl).Campaign(ctx, "two")
+		if err != nil {
+			t.Error(err)
+		}
+		next <- l
+	}()
+	waitFor(t, func() bool { info, _ := c.Mutex("force-elect").Inspect(ctx); return info.Queued == 1 })
+	if info, err := ops.Mutex("force-elect").Inspect(ctx); err != nil || info.Kind != distlock.KindElection || !info.Locked || info.Token != leader.Token() {
+		t.Fatalf("Inspect of an election: %+v, %v; want its leader, term %d", info, err, leader.Token())
+	}
+	if ok, err := ops.Mutex("force-elect").ForceUnlock(ctx); err != nil || !ok {
+		t.Fatalf("ForceUnlock of an election = %v, %v", ok, err)
+	}
+	two := <-next
+	<-leader.Context().Done()
+	if got, err := e.Leader(ctx); err != nil || got.Value != "two" || got.Term != two.Token() || got.Term <= leader.Token() {
+		t.Fatalf("leader after the old one was deposed: %+v, %v (old term %d)", got, err, leader.Token())
+	}
+	two.Unlock(ctx)
+}
+
 // List finds held locks by pattern, and only locks.
 func TestList(t *testing.T) {
 	srv := redistest.Start(t)

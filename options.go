@@ -17,6 +17,7 @@ const (
 	DefaultPrefix         = "distlock:"
 	DefaultTTL            = 30 * time.Second
 	DefaultFenceRetention = time.Hour
+	DefaultQueueTimeout   = 5 * time.Second
 )
 
 // An Option configures a Client.
@@ -82,6 +83,7 @@ type MutexOption func(*mutexConfig)
 type mutexConfig struct {
 	ttl   time.Duration
 	renew bool
+	queue time.Duration
 	err   error
 }
 
@@ -102,6 +104,25 @@ func WithFixedLease(d time.Duration) MutexOption {
 	return func(m *mutexConfig) {
 		m.ttl, m.renew = d, false
 		m.check(d)
+	}
+}
+
+// WithQueueTimeout sets how long a FairMutex waiter keeps its place in the
+// queue without refreshing it (default 5 s, between 100 ms and 1 h). A
+// waiter refreshes its place every third of the queue timeout or of the
+// TTL, whichever is shorter. A waiter that died, was paused or was cut off
+// loses its place that long after its last refresh, and the next in line
+// is served; if it had been granted the lock meanwhile, the lock is free
+// again by then too (a granted lock expires when the grantee's place would
+// have, until the grantee renews it).
+// A shorter timeout skips dead waiters sooner and costs more refreshes.
+// Mutex ignores it; FairMutex and RWMutex use it.
+func WithQueueTimeout(d time.Duration) MutexOption {
+	return func(m *mutexConfig) {
+		m.queue = d
+		if (d < 100*time.Millisecond || d > time.Hour) && m.err == nil {
+			m.err = fmt.Errorf("%w: queue timeout %v outside [100ms, 1h]", ErrInvalidOption, d)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distlock/distlock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,4 +35,22 @@ func commandCalls(t *testing.T, rdb *redis.Client) map[string]int {
 		out[strings.TrimPrefix(name, "cmdstat_")] = n
 	}
 	return out
+}
+
+// onlyExpiringKeys fails t if Redis holds any key of distlock's but
+// fencing counters, semaphore capacities and abandonment marks, all of
+// which expire by themselves: nothing else may outlive its holders and
+// waiters.
+func onlyExpiringKeys(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	ctx := t.Context()
+	for _, key := range rdb.Keys(ctx, distlock.DefaultPrefix+"*").Val() {
+		if strings.HasSuffix(key, "}:fence") || strings.HasSuffix(key, "}:cap") || strings.Contains(key, "}:abandoned:") {
+			if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 {
+				t.Errorf("key %s has no TTL (%v)", key, ttl)
+			}
+			continue
+		}
+		t.Errorf("key left behind: %s (%v)", key, rdb.Type(ctx, key).Val())
+	}
 }

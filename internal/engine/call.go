@@ -123,10 +123,15 @@ func (e *Engine) detach(ctx context.Context, limit time.Duration) (context.Conte
 
 // requestErr explains the failure of a request made under rctx, a context
 // from detach: its end is not the caller's business (Close abandoned the
-// request, or the backend did not answer within the limit).
+// request, or the backend did not answer within the limit). The outcomes
+// a backend reports on purpose (not acquired: another kind, a deadlock;
+// not held; superseded; a request it could never serve) pass as they are:
+// they are answers, not failures of the store.
 func (e *Engine) requestErr(rctx context.Context, err error) error {
 	switch {
-	case err == nil || errors.Is(err, ErrBackend) || errors.Is(err, ErrClosed):
+	case err == nil || errors.Is(err, ErrBackend) || errors.Is(err, ErrClosed) ||
+		errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrSuperseded) ||
+		errors.Is(err, ErrInvalidOption):
 		return err
 	case e.abandon.Err() != nil:
 		return ErrClosed

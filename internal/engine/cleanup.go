@@ -26,7 +26,7 @@ func (e *Engine) cleanup(r Request) {
 			freed, err := e.b.Abandon(ctx, r)
 			if err == nil {
 				if freed {
-					e.handOff(r.Name)
+					e.handOff(r.Name, r.Kind)
 				}
 				return
 			}
@@ -42,6 +42,11 @@ func (e *Engine) cleanup(r Request) {
 			}
 		}
 	})
+}
+
+// ownerOf is the request that abandons the owner of h.
+func (e *Engine) ownerOf(h *Hold) Request {
+	return h.request(Request{Lease: e.renew.leaseOf(h)})
 }
 
 // abandonFor is how long an abandoned owner's late acquisitions are refused:

@@ -1,8 +1,16 @@
 // Package engine is the backend-independent core of distlock: it waits for
-// locks (push wake-ups with a lease-bounded fallback), keeps held leases
-// alive in batches, cancels lease contexts before a lease can run out on the
-// server, and hands re-entrant acquisitions to the hold that a context
-// carries. Backends (Redis today) implement the Backend interface.
+// locks (push wake-ups with a lease-bounded fallback for plain kinds; places
+// in a queue on the store and grants for queued kinds), keeps held leases
+// and places alive in batches, cancels lease contexts before a lease can run
+// out on the server, and hands re-entrant acquisitions to the hold that a
+// context carries. Backends (Redis today) implement the Backend interface.
+//
+// Files: engine.go (the Engine, Acquire, Close), attempt.go (one
+// acquisition request), plain.go and wait.go (waiting for a plain kind),
+// queued.go and place.go (waiting in a queue, grants and their bound),
+// hold.go (holds and leases), renew.go (the watchdog), reenter.go,
+// release.go, cleanup.go (abandoning an owner), call.go (bounding a
+// request by its caller's context).
 //
 // # The rule: an unknown outcome counts as possibly applied, now or later
 //

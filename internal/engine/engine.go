@@ -15,8 +15,16 @@ import (
 // Spec describes how to acquire one lock.
 type Spec struct {
 	Name  string
+	Kind  Kind
 	Lease time.Duration
 	Renew bool // the watchdog renews the lease while held
+	// Queue is how long a waiter's place in the queue of a queued kind
+	// lasts without a refresh: a waiter that stops refreshing (it died, was
+	// paused or cut off) loses its place that long after its last refresh.
+	Queue time.Duration
+	// Permits, Capacity and Value: see Request.
+	Permits, Capacity int
+	Value             string
 }
 
 // Engine acquires, waits for, renews and releases locks on one Backend.
@@ -39,9 +47,11 @@ type Engine struct {
 
 	closed atomic.Bool // Close has started: no new requests from callers
 
-	mu       sync.Mutex
-	queues   map[string]*queue
-	draining bool // Close is waiting for bg: no more Adds
+	mu         sync.Mutex
+	mismatches map[string]int // semaphores whose capacity in the store differs from this client's: the one last reported
+	queues     map[queueKey]*queue
+	places     map[string]*Hold // holds in their place phase, by GranteeID of their owner
+	draining   bool             // Close is waiting for bg: no more Adds
 }
 
 // New returns an engine on b. observe, if not nil, is called synchronously
@@ -50,11 +60,13 @@ func New(b Backend, observe func(Event)) *Engine {
 	var id [16]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
 	e := &Engine{
-		b:       b,
-		observe: observe,
-		epoch:   time.Now(),
-		owners:  hex.EncodeToString(id[:]) + ":",
-		queues:  map[string]*queue{},
+		b:          b,
+		observe:    observe,
+		epoch:      time.Now(),
+		owners:     hex.EncodeToString(id[:]) + ":",
+		queues:     map[queueKey]*queue{},
+		mismatches: map[string]int{},
+		places:     map[string]*Hold{},
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.abandon, e.abandonCancel = context.WithCancel(context.Background())
@@ -73,8 +85,9 @@ func (e *Engine) emit(ev Event) {
 
 // Acquire takes the lock described by s. With wait it blocks until the lock
 // is held or ctx ends; without, it makes one attempt and returns an error
-// wrapping ErrNotAcquired if someone else holds the lock, or if callers of
-// this engine are already waiting for it (they are served first).
+// wrapping ErrNotAcquired if someone else holds the lock, or if others are
+// already waiting for it (they are served first): callers of this engine
+// for a plain kind, anyone's for a queued kind.
 //
 // If ctx carries a lease context of the same lock from this engine, the
 // acquisition re-enters that hold instead.
@@ -86,332 +99,62 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 		return nil, notAcquired(s.Name, context.Cause(ctx))
 	}
 	if h, ok := ctx.Value(holdKey{e, s.Name}).(*Hold); ok {
-		return e.reenter(ctx, h)
+		if s.Kind != Semaphore || h.kind != Semaphore {
+			return e.reenter(ctx, h, s.Kind)
+		}
+		// A semaphore is not re-entrant: a new acquisition, unless the
+		// permits the caller holds leave too few for it ever to be granted.
+		if h.nested+s.Permits > s.Capacity {
+			return nil, fmt.Errorf("lock %q: %w: the context holds %d of its %d permits; %d more could never be granted", s.Name, ErrDeadlock, h.nested, s.Capacity, s.Permits)
+		}
 	}
 	start := time.Now()
-
-	// One attempt at once, unless others of this process already wait:
-	// then line up behind them.
-	if e.waiting(s.Name) {
-		if !wait {
-			return nil, fmt.Errorf("%w: lock %q: other callers of this process are waiting for it", ErrNotAcquired, s.Name)
-		}
-	} else {
-		l, g, err := e.try(ctx, s)
-		if err != nil {
-			return nil, err
-		}
-		if l != nil {
-			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
-			return l, nil
-		}
-		if !wait {
-			return nil, fmt.Errorf("%w: lock %q is held by another owner (lease %v left)", ErrNotAcquired, s.Name, max(g.TTL, 0))
-		}
+	switch {
+	case !wait:
+		return e.tryOnce(ctx, s)
+	case s.Kind.Queued():
+		return e.acquireQueued(ctx, s, start)
 	}
+	return e.acquirePlain(ctx, s, start)
+}
 
-	q, w, first, err := e.join(ctx, s.Name)
+// tryOnce makes one attempt (TryLock). For a plain kind it does not try
+// while callers of this engine wait: they are served first. For a queued
+// kind the store refuses while anyone waits.
+func (e *Engine) tryOnce(ctx context.Context, s Spec) (*Lease, error) {
+	if !s.Kind.Queued() && e.waiting(s.Name, s.Kind) {
+		return nil, fmt.Errorf("%w: lock %q: other callers of this process are waiting for it", ErrNotAcquired, s.Name)
+	}
+	l, g, err := e.try(ctx, s)
+	switch {
+	case err != nil:
+		return nil, err
+	case l == nil:
+		return nil, refused(s.Name, g)
+	}
+	e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
+	return l, nil
+}
+
+// refused is the error of a TryLock that found the lock taken.
+func refused(name string, g Grant) error {
+	if g.TTL < 0 {
+		return fmt.Errorf("%w: lock %q is held by another owner or waited for", ErrNotAcquired, name)
+	}
+	return fmt.Errorf("%w: lock %q is held by another owner (lease %v left)", ErrNotAcquired, name, g.TTL)
+}
+
+// joinErr is the error of a wait that could not start.
+func joinErr(name string, err error) error {
 	if errors.Is(err, ErrBackend) || errors.Is(err, ErrClosed) {
-		return nil, fmt.Errorf("lock %q: %w", s.Name, err)
+		return fmt.Errorf("lock %q: %w", name, err)
 	}
-	if err != nil {
-		return nil, notAcquired(s.Name, err)
-	}
-	// A waiter that leaves without the lock hands on a wake-up it did not
-	// act on, and the head's duty to watch the holder's lease.
-	acquired, woken := false, false
-	defer func() { e.leave(q, w, !acquired, woken) }()
-	e.emit(Event{Kind: Waiting, Name: s.Name})
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	// The first waiter tries again at once: watching started before this
-	// attempt, so a release after it cannot go unnoticed. Later ones wait
-	// for their turn.
-	for try := first; ; try = true {
-		if ctx.Err() != nil {
-			return nil, notAcquired(s.Name, context.Cause(ctx))
-		}
-		if try {
-			woken = false
-			l, g, err := e.try(ctx, s)
-			if err != nil {
-				return nil, err
-			}
-			if l != nil {
-				acquired = true
-				e.heldUntil(q, s.Lease)
-				e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
-				return l, nil
-			}
-			e.heldUntil(q, g.TTL)
-		}
-		// A lost notification costs at most the holder's remaining lease.
-		timer.Reset(pollDelay(e.holderLeft(q, s.Lease)))
-		select {
-		case <-w.wake:
-			woken = true
-		case <-timer.C:
-			woken = true
-		case <-ctx.Done():
-			return nil, notAcquired(s.Name, context.Cause(ctx))
-		case <-e.ctx.Done():
-			return nil, ErrClosed
-		}
-	}
+	return notAcquired(name, err)
 }
 
-// try makes one attempt and turns a grant into a Lease. Every attempt has
-// an owner id of its own: an attempt that is given up is abandoned (see
-// cleanup), and a late request of it is refused, never mistaken for a
-// later attempt.
-func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
-	r := Request{Name: s.Name, Owner: e.owners + strconv.FormatUint(e.seq.Add(1), 36), Hold: 1, Lease: s.Lease}
-	sent := e.now()
-	type outcome struct {
-		l   *Lease
-		g   Grant
-		err error
-	}
-	out, replied := call(e, ctx, s.Lease, func(c context.Context) (Grant, error) { return e.b.Acquire(c, r) },
-		func(g Grant, err error, waiting bool) outcome {
-			switch {
-			case errors.Is(err, ErrClosed):
-				return outcome{err: ErrClosed}
-			case err != nil:
-				e.cleanup(r) // it may have been applied, now or later
-				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
-			case !g.Acquired:
-				return outcome{g: g}
-			case !waiting:
-				e.cleanup(r)
-				return outcome{}
-			}
-			l, err := e.hold(s, r, g, sent)
-			return outcome{l: l, g: g, err: err}
-		})
-	if !replied {
-		return nil, Grant{}, notAcquired(s.Name, context.Cause(ctx))
-	}
-	return out.l, out.g, out.err
-}
-
-// hold turns the grant g of request r, sent at sent, into a Hold and its
-// first Lease. It returns no Lease, and releases the lock, if the reply came
-// too late to be of use or Close has started.
-func (e *Engine) hold(s Spec, r Request, g Grant, sent time.Duration) (*Lease, error) {
-	h := newHold(e, s, r.Owner, g.Token)
-	added, late := e.renew.add(h, sent)
-	if !added {
-		e.cleanup(r)
-		h.cancel(ErrClosed)
-		return nil, ErrClosed
-	}
-	if late {
-		// The reply came too late to be of use: the lease is (nearly) over.
-		e.lose(h, fmt.Errorf("%w: the acquisition reply came after the lease deadline", ErrLockLost), true)
-		return nil, nil
-	}
-	return h.newLease(1), nil
-}
-
-// reenter adds a lease to the hold h.
-//
-// A re-entry counts only once it has succeeded: if the hold's last lease is
-// unlocked while a re-entry is on its way, the lock is released at once and
-// the re-entry fails with ErrNotHeld (its hold, if it reached the server,
-// went with the release).
-func (e *Engine) reenter(ctx context.Context, h *Hold) (*Lease, error) {
-	if !h.usable() {
-		return nil, h.endErr()
-	}
-	id := h.lastHold.Add(1)
-	r := Request{Name: h.name, Owner: h.owner, Hold: id, Lease: e.renew.leaseOf(h), Reenter: true}
-	type outcome struct {
-		l   *Lease
-		err error
-	}
-	out, replied := call(e, ctx, r.Lease, func(c context.Context) (Grant, error) { return e.b.Acquire(c, r) },
-		func(g Grant, err error, waiting bool) outcome {
-			switch {
-			case errors.Is(err, ErrClosed):
-				return outcome{err: ErrClosed}
-			case err != nil:
-				e.releaseInBackground(h, id) // the hold may have been added
-				return outcome{err: fmt.Errorf("lock %q: %w", h.name, err)}
-			case !g.Acquired:
-				// Not this owner's any more: a loss, unless the hold ended
-				// first (released or lost while the re-entry was on its way).
-				e.lose(h, fmt.Errorf("%w: re-entry found it no longer held by this owner", ErrLockLost), false)
-				return outcome{err: h.endErr()}
-			case !waiting:
-				e.releaseInBackground(h, id)
-				return outcome{}
-			}
-			l := h.add(id)
-			if l == nil {
-				return outcome{err: h.endErr()}
-			}
-			e.emit(Event{Kind: Acquired, Name: h.name, Token: h.token, Holds: g.Holds})
-			return outcome{l: l}
-		})
-	if !replied {
-		return nil, notAcquired(h.name, context.Cause(ctx))
-	}
-	return out.l, out.err
-}
-
-// unlock ends lease id of h for its caller: the last lease of a hold
-// releases the lock, any other lease only its own hold.
-func (e *Engine) unlock(ctx context.Context, h *Hold, id uint64) error {
-	if h.drop() {
-		return e.releaseAll(ctx, h)
-	}
-	return e.releaseOne(ctx, h, id)
-}
-
-// releaseInBackground removes hold id of h, added by a re-entry whose
-// caller has gone or that failed, while the hold lasts (its end removes
-// every hold of the owner).
-func (e *Engine) releaseInBackground(h *Hold, id uint64) {
-	e.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		defer cancel()
-		_ = e.releaseOne(ctx, h, id)
-	})
-}
-
-// releaseAll releases every hold of h. The hold ends, and its lease
-// contexts are cancelled, before the release is sent: once the lock can be
-// taken by someone else, no context of h is live. If the release cannot be
-// confirmed, it is retried in the background, and the lock expires with
-// its lease at the latest.
-func (e *Engine) releaseAll(ctx context.Context, h *Hold) error {
-	if !e.endHold(h, errReleased) {
-		return h.unlockErr()
-	}
-	res, err := e.release(ctx, h, 0)
-	switch {
-	case err != nil:
-		e.cleanup(Request{Name: h.name, Owner: h.owner, Lease: e.renew.leaseOf(h)})
-		return fmt.Errorf("lock %q: release not confirmed, it is retried in the background and expires with its lease at the latest: %w", h.name, err)
-	case res == NotOwner:
-		return fmt.Errorf("lock %q: %w: it was no longer held by this owner at release", h.name, ErrLockLost)
-	}
-	e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
-	e.handOff(h.name)
-	return nil
-}
-
-// releaseOne releases hold id of h, one of several leases of the hold.
-func (e *Engine) releaseOne(ctx context.Context, h *Hold, id uint64) error {
-	if h.ctx.Err() != nil {
-		return h.unlockErr()
-	}
-	res, err := e.release(ctx, h, id)
-	switch {
-	case err != nil:
-		// The hold id may stay on the server: the release of the last
-		// lease removes every hold of the owner.
-		return fmt.Errorf("lock %q: release not confirmed: %w", h.name, err)
-	case res == Freed:
-		// No other hold had reached the server (a re-entry on its way):
-		// the lock is free, so the hold has ended.
-		if e.endHold(h, errReleased) {
-			e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
-		}
-		e.handOff(h.name)
-	case res == NotOwner:
-		e.lose(h, fmt.Errorf("%w: it was no longer held by this owner at release", ErrLockLost), false)
-		return h.unlockErr() // nil if the last lease's release came first
-	}
-	return nil
-}
-
-// release sends the release of hold id (0: every hold) of h, retrying a
-// failed attempt while ctx lasts. A ctx that has already ended still gets
-// one attempt, bounded by releaseTimeout, so that a deferred Unlock releases
-// even after the work's context has expired.
-func (e *Engine) release(ctx context.Context, h *Hold, id uint64) (Release, error) {
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-	}
-	r := Request{Name: h.name, Owner: h.owner, Hold: id}
-	type outcome struct {
-		res     Release
-		retried bool
-		err     error
-	}
-	out, replied := call(e, ctx, releaseTimeout, func(c context.Context) (outcome, error) {
-		var o outcome
-		var err error
-		for try := 0; try < releaseTries; try++ {
-			if o.res, err = e.b.Release(c, r); err == nil || c.Err() != nil || ctx.Err() != nil {
-				break
-			}
-			o.retried = true
-		}
-		return o, err
-	}, func(o outcome, err error, waiting bool) outcome {
-		if !waiting {
-			if err != nil {
-				e.cleanup(Request{Name: h.name, Owner: h.owner, Lease: e.renew.leaseOf(h)})
-			} else if o.res == Freed {
-				e.handOff(h.name)
-			}
-		}
-		o.err = err
-		return o
-	})
-	if !replied {
-		return 0, context.Cause(ctx)
-	}
-	if out.err != nil {
-		return 0, out.err
-	}
-	if out.res == NotOwner && out.retried {
-		// An earlier attempt that seemed to fail may have freed it. It
-		// cannot be told apart from a force-unlock in between; either way
-		// this owner no longer holds the lock.
-		out.res = Freed
-	}
-	return out.res, nil
-}
-
-// endHold ends h with cause, unless it has ended already, and cancels its
-// lease contexts (with no cause for a release). It reports whether it did.
-func (e *Engine) endHold(h *Hold, cause error) bool {
-	if !e.renew.end(h, cause) {
-		return false
-	}
-	if cause == errReleased {
-		h.cancel(nil)
-	} else {
-		h.cancel(cause)
-	}
-	return true
-}
-
-// lose ends h because the lock was lost, cancelling its lease contexts
-// with cause. With stale, the lock may still be ours on the server (a
-// deadline passed without confirmation), so it is released in the background
-// to let waiters in sooner.
-func (e *Engine) lose(h *Hold, cause error, stale bool) {
-	if e.renew.end(h, cause) {
-		e.lost(h, stale)
-	}
-}
-
-// lost finishes the loss of h, which the renewer has just ended.
-func (e *Engine) lost(h *Hold, stale bool) {
-	cause := e.renew.causeOf(h)
-	h.cancel(cause)
-	e.emit(Event{Kind: Lost, Name: h.name, Token: h.token, Err: cause})
-	if stale {
-		e.cleanup(Request{Name: h.name, Owner: h.owner, Lease: e.renew.leaseOf(h)})
-	}
-}
+// newOwner returns a fresh owner id: unique, and secret (it is what
+// releases the lock).
+func (e *Engine) newOwner() string { return e.owners + strconv.FormatUint(e.seq.Add(1), 36) }
 
 // Close ends every hold (cancelling its lease contexts with ErrClosed, before
 // anything is released), releases them, ends waits with ErrClosed and waits
@@ -438,7 +181,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.spawn(func() {
 			rctx, cancel := e.detach(context.Background(), releaseTimeout)
 			defer cancel()
-			if _, err := e.b.Release(rctx, Request{Name: h.name, Owner: h.owner}); err != nil {
+			if _, err := e.b.Release(rctx, h.request(Request{})); err != nil {
 				e.unresolved.Add(1)
 			}
 		})
@@ -471,24 +214,29 @@ func waitFor(ctx context.Context, wg *sync.WaitGroup) bool {
 	}
 }
 
+// checkCapacity reports, once per change, a semaphore whose capacity in
+// the store, as g says, differs from the one this client was given (the
+// store's is in force).
+func (e *Engine) checkCapacity(s Spec, g Grant) {
+	if s.Kind != Semaphore || g.Capacity == 0 {
+		return
+	}
+	e.mu.Lock()
+	last, reported := e.mismatches[s.Name]
+	switch {
+	case g.Capacity == s.Capacity:
+		delete(e.mismatches, s.Name)
+	case !reported || last != g.Capacity:
+		e.mismatches[s.Name] = g.Capacity
+	}
+	e.mu.Unlock()
+	if g.Capacity != s.Capacity && (!reported || last != g.Capacity) {
+		e.emit(Event{Kind: Mismatch, Name: s.Name,
+			Err: fmt.Errorf("semaphore %q has %d permits in the store, %d here: the store's number is in force", s.Name, g.Capacity, s.Capacity)})
+	}
+}
+
+// notAcquired is the error of an acquisition that ended for cause.
 func notAcquired(name string, cause error) error {
 	return fmt.Errorf("%w: lock %q: %w", ErrNotAcquired, name, cause)
 }
-
-// pollDelay is how long a waiter sleeps without a notification: the
-// holder's remaining lease, or a short poll when the lease is unknown.
-func pollDelay(ttl time.Duration) time.Duration {
-	switch {
-	case ttl < 0:
-		return unboundedPoll
-	case ttl < time.Millisecond:
-		return time.Millisecond
-	}
-	return ttl
-}
-
-const (
-	releaseTries   = 3
-	releaseTimeout = 5 * time.Second
-	unboundedPoll  = time.Second
-)

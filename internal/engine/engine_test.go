@@ -15,16 +15,16 @@ import (
 type fakeBackend struct {
 	mu      sync.Mutex
 	owner   map[string]string
-	expires map[string]time.Time // lease end of a held lock (fake clock), when set
-	wakes   map[string]func()    // the watch of each lock
-	renews  [][]Request          // every Renew call
-	hang    chan struct{}        // when not nil, Renew blocks until it is closed or ctx ends
-	silent  bool                 // Acquire and Release never answer: they return when ctx ends
-	renewed chan int             // receives the size of every Renew batch
+	expires map[string]time.Time    // lease end of a held lock (fake clock), when set
+	wakes   map[string]func(Notice) // the watch of each lock
+	renews  [][]Request             // every Renew call
+	hang    chan struct{}           // when not nil, Renew blocks until it is closed or ctx ends
+	silent  bool                    // Acquire and Release never answer: they return when ctx ends
+	renewed chan int                // receives the size of every Renew batch
 }
 
 func newFake() *fakeBackend {
-	return &fakeBackend{owner: map[string]string{}, expires: map[string]time.Time{}, wakes: map[string]func(){}, renewed: make(chan int, 100)}
+	return &fakeBackend{owner: map[string]string{}, expires: map[string]time.Time{}, wakes: map[string]func(Notice){}, renewed: make(chan int, 100)}
 }
 
 func (f *fakeBackend) Acquire(ctx context.Context, r Request) (Grant, error) {
@@ -67,7 +67,7 @@ func (f *fakeBackend) Abandon(ctx context.Context, r Request) (bool, error) {
 	return res == Freed, err
 }
 
-func (f *fakeBackend) Renew(ctx context.Context, rs []Request, report func(int, error)) {
+func (f *fakeBackend) Renew(ctx context.Context, rs []Request, report func(int, Grant, error)) {
 	f.mu.Lock()
 	f.renews = append(f.renews, rs)
 	hang := f.hang
@@ -77,7 +77,7 @@ func (f *fakeBackend) Renew(ctx context.Context, rs []Request, report func(int, 
 		case <-hang:
 		case <-ctx.Done():
 			for i := range rs {
-				report(i, ctx.Err())
+				report(i, Grant{}, ctx.Err())
 			}
 			return
 		}
@@ -90,9 +90,9 @@ func (f *fakeBackend) Renew(ctx context.Context, rs []Request, report func(int, 
 	f.mu.Unlock()
 	for i, ok := range out {
 		if ok {
-			report(i, nil)
+			report(i, Grant{}, nil)
 		} else {
-			report(i, ErrNotHeld)
+			report(i, Grant{}, ErrNotHeld)
 		}
 	}
 	f.renewed <- len(rs)
@@ -104,7 +104,7 @@ func (f *fakeBackend) isSilent() bool {
 	return f.silent
 }
 
-func (f *fakeBackend) Watch(ctx context.Context, name string, wake func()) (func(), error) {
+func (f *fakeBackend) Watch(ctx context.Context, name string, _ Kind, wake func(Notice)) (func(), error) {
 	f.mu.Lock()
 	f.wakes[name] = wake
 	f.mu.Unlock()
@@ -128,7 +128,7 @@ func (f *fakeBackend) releaseAndNotify(name string) {
 	wake := f.wakes[name]
 	f.mu.Unlock()
 	if wake != nil {
-		wake()
+		wake(Notice{})
 	}
 }
 
@@ -254,4 +254,10 @@ func TestNoReplyWithinLeaseIsErrBackend(t *testing.T) {
 			t.Errorf("Close with clean-ups unconfirmed: %v, want ErrBackend", err)
 		}
 	})
+}
+
+// AcquireAll takes the members one by one, all or none: enough for the
+// engine's timing tests.
+func (f *fakeBackend) AcquireAll(ctx context.Context, rs []Request) ([]Grant, error) {
+	return acquireEach(ctx, f, rs)
 }

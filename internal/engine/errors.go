@@ -1,6 +1,9 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The errors the engine and its backends return. The public package
 // re-exports them; callers match them with errors.Is.
@@ -11,7 +14,21 @@ var (
 	ErrClosed      = errors.New("distlock: client closed")
 	ErrBackend     = errors.New("distlock: backend error")
 	ErrUnsupported = errors.New("distlock: unsupported server")
+
+	// ErrInvalidOption: a request that could never be served as asked (an
+	// out-of-range option, more permits than a semaphore has).
+	ErrInvalidOption = errors.New("distlock: invalid option")
 )
+
+// ErrWrongKind is an Acquire outcome: the name is used by a lock of
+// another kind (a plain mutex and a fair mutex of one name), which was
+// left untouched.
+var ErrWrongKind = fmt.Errorf("%w: the name is in use by a lock of another kind", ErrNotAcquired)
+
+// ErrDeadlock is an Acquire outcome: the request could never be granted
+// because its owner itself holds a conflicting hold (the write side of a
+// lock asked for by a holder of the read side).
+var ErrDeadlock = fmt.Errorf("%w: the caller's own hold conflicts with the request (deadlock)", ErrNotAcquired)
 
 // ErrSuperseded is a Renew outcome: a later renewal of the same owner was
 // applied first, so this one changed nothing.

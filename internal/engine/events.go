@@ -13,6 +13,7 @@ const (
 	RenewFailed                      // a renewal could not be confirmed; it is retried until the deadline
 	Lost                             // the lock was lost; the lease context is cancelled
 	Released                         // the lock was released by its holder
+	Mismatch                         // the store's state disagrees with this client's (a semaphore's capacity); Err says how
 )
 
 // Event describes one thing that happened to one lock.

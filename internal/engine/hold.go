@@ -10,12 +10,23 @@ import (
 
 // A Hold is one owner's possession of one lock, from acquisition to release
 // or loss. Re-entrant acquisitions add Leases to the same Hold.
+//
+// A Hold of a queued kind starts as a place in the lock's queue: it is in
+// the renewer like a held lock, which refreshes the place instead of a
+// lease, until the lock is granted to it (see place.go).
 type Hold struct {
 	e     *Engine
 	name  string
+	kind  Kind
 	owner string
-	token uint64
-	renew bool // the watchdog renews the lease
+	token uint64        // set when the lock is granted (queued kinds); read-only once a Lease is out
+	renew bool          // the watchdog renews the lease
+	queue time.Duration // queued kinds: how long a place lasts without a refresh
+
+	// A semaphore's permits: those of this hold, and those held in the
+	// contexts it was acquired in, this hold's included (a caller that
+	// asks for more with this hold's context holds them all).
+	permits, capacity, nested int
 
 	ctx    context.Context // carries holdKey; cancelled when the hold ends
 	cancel context.CancelCauseFunc
@@ -24,6 +35,7 @@ type Hold struct {
 
 	mu     sync.Mutex
 	leases int  // leases handed out and not yet unlocked
+	writes int  // of those, leases of kind Write (the owner writes while there are any)
 	ending bool // the last lease was unlocked: no re-entry may succeed
 
 	// Guarded by the renewer's mutex; times are offsets from the engine's
@@ -37,9 +49,16 @@ type Hold struct {
 	renewAt  time.Duration
 	next     time.Duration // heap key
 	index    int           // heap position, -1 when not in the heap
-	inflight bool          // a watchdog renewal is on its way
+	inflight bool          // a watchdog renewal or place refresh is on its way
 	done     bool          // ended: released, lost or closed
 	cause    error         // why it ended
+
+	// The place phase of a queued kind (place.go), guarded by the
+	// renewer's mutex.
+	placed  bool          // waiting in the queue, not granted yet
+	sends   []sendTime    // when the place's requests that a grant may name were sent
+	settled chan struct{} // closed when the place phase ends: granted, or the hold ended
+	confirm bool          // granted a lease shorter than lease: renew it once even if the watchdog is off
 }
 
 // A bound is what a renewal or extension on its way, or one whose outcome
@@ -56,12 +75,28 @@ type holdKey struct {
 	name string
 }
 
-func newHold(e *Engine, s Spec, owner string, token uint64) *Hold {
-	h := &Hold{e: e, name: s.Name, owner: owner, token: token, renew: s.Renew, lease: s.Lease, index: -1, leases: 1}
-	base, cancel := context.WithCancelCause(context.Background())
+// newHold returns the hold of owner acquired as s says by a caller whose
+// context is ctx: the hold's context carries ctx's values, not its end.
+func newHold(ctx context.Context, e *Engine, s Spec, owner string, token uint64) *Hold {
+	h := &Hold{e: e, name: s.Name, kind: s.Kind, owner: owner, token: token, renew: s.Renew, lease: s.Lease, queue: s.Queue, index: -1, leases: 1,
+		permits: s.Permits, capacity: s.Capacity, nested: s.Permits}
+	if outer, ok := ctx.Value(holdKey{e, s.Name}).(*Hold); ok && outer.kind == Semaphore {
+		h.nested += outer.nested
+	}
+	if s.Kind == Write {
+		h.writes = 1
+	}
+	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	h.ctx, h.cancel = context.WithValue(base, holdKey{e, s.Name}, h), cancel
 	h.lastHold.Store(1)
 	return h
+}
+
+// request returns r about h: with its name, kind, owner and permits.
+func (h *Hold) request(r Request) Request {
+	r.Name, r.Kind, r.Owner = h.name, h.kind, h.owner
+	r.Permits, r.Capacity = h.permits, h.capacity
+	return r
 }
 
 // usable reports whether a re-entry may start: the hold has not ended and
@@ -72,24 +107,40 @@ func (h *Hold) usable() bool {
 	return !h.ending && h.ctx.Err() == nil
 }
 
-// add hands out lease id of a re-entry that succeeded, unless the hold
-// ended, or its last lease was unlocked, while the re-entry was on its way.
-func (h *Hold) add(id uint64) *Lease {
+// writing reports whether the owner holds leases of kind Write.
+func (h *Hold) writing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writes > 0
+}
+
+// add hands out lease id, of kind, of a re-entry that succeeded, unless
+// the hold ended, or its last lease was unlocked, while the re-entry was
+// on its way.
+func (h *Hold) add(id uint64, kind Kind) *Lease {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ending || h.ctx.Err() != nil {
 		return nil
 	}
 	h.leases++
-	return h.newLease(id)
+	if kind == Write {
+		h.writes++
+	}
+	l := h.newLease(id)
+	l.kind = kind
+	return l
 }
 
-// drop uncounts an unlocked lease and reports whether it was the last: the
-// caller then releases the whole hold.
-func (h *Hold) drop() bool {
+// drop uncounts an unlocked lease of kind and reports whether it was the
+// last: the caller then releases the whole hold.
+func (h *Hold) drop(kind Kind) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.leases--
+	if kind == Write {
+		h.writes--
+	}
 	if h.leases == 0 && !h.ending {
 		h.ending = true
 		return true
@@ -101,6 +152,7 @@ func (h *Hold) drop() bool {
 type Lease struct {
 	hold     *Hold
 	id       uint64
+	kind     Kind // the kind it was acquired as: a downgraded writer's read lease is Read
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	unlocked atomic.Bool
@@ -108,7 +160,7 @@ type Lease struct {
 
 func (h *Hold) newLease(id uint64) *Lease {
 	ctx, cancel := context.WithCancelCause(h.ctx)
-	return &Lease{hold: h, id: id, ctx: ctx, cancel: cancel}
+	return &Lease{hold: h, id: id, kind: h.kind, ctx: ctx, cancel: cancel}
 }
 
 // Name is the name of the lock.
@@ -116,6 +168,9 @@ func (l *Lease) Name() string { return l.hold.name }
 
 // Token is the fencing token of the hold.
 func (l *Lease) Token() uint64 { return l.hold.token }
+
+// Tokens returns the fencing token by the name of the lock.
+func (l *Lease) Tokens() map[string]uint64 { return map[string]uint64{l.hold.name: l.hold.token} }
 
 // Context is cancelled when this lease is unlocked or its hold ends.
 func (l *Lease) Context() context.Context { return l.ctx }
@@ -129,7 +184,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: lock %q: this lease was already unlocked", ErrNotHeld, h.name)
 	}
 	l.cancel(nil)
-	return h.e.unlock(ctx, h, l.id)
+	return h.e.unlock(ctx, h, l.id, l.kind)
 }
 
 // Extend sets the lease to ttl from now and keeps it for later renewals.

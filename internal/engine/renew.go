@@ -93,6 +93,9 @@ func (r *renewer) endLocked(h *Hold, cause error) bool {
 	if h.index >= 0 {
 		heap.Remove(&r.holds, h.index)
 	}
+	if h.placed {
+		close(h.settled)
+	}
 	return true
 }
 
@@ -107,6 +110,9 @@ func (r *renewer) stop() []*Hold {
 	for len(r.holds) > 0 {
 		h := heap.Pop(&r.holds).(*Hold)
 		h.done, h.cause = true, ErrClosed
+		if h.placed {
+			close(h.settled)
+		}
 		out = append(out, h)
 	}
 	return out
@@ -124,7 +130,7 @@ func (r *renewer) arm(at time.Duration) {
 // schedule sets the heap key of h from its state.
 func (h *Hold) schedule() {
 	h.next = h.deadline
-	if h.renew && !h.inflight && h.renewAt < h.deadline {
+	if (h.renew || h.placed || h.confirm) && !h.inflight && h.renewAt < h.deadline {
 		h.next = h.renewAt
 	}
 }
@@ -153,6 +159,7 @@ func (r *renewer) settle(h *Hold, seq uint64, sent, lease time.Duration, err err
 			h.lease = lease
 			h.base = sent + lease - margin(lease)
 			h.renewAt = renewTime(sent, lease)
+			h.confirm = false
 		}
 		h.forget(h.acked)
 	case errors.Is(err, ErrSuperseded):
@@ -212,8 +219,14 @@ func (r *renewer) fire() {
 			continue
 		}
 		h.inflight = true
+		if h.placed {
+			batch = append(batch, renewal{h: h, place: true, req: r.refreshPlace(h, now)})
+			h.schedule()
+			heap.Fix(&r.holds, h.index)
+			continue
+		}
 		seq := r.send(h, now, h.lease)
-		batch = append(batch, renewal{h: h, req: Request{Name: h.name, Owner: h.owner, Lease: h.lease, Seq: seq}})
+		batch = append(batch, renewal{h: h, req: h.request(Request{Lease: h.lease, Seq: seq})})
 	}
 	if len(r.holds) > 0 {
 		r.arm(r.holds[0].next)
@@ -228,10 +241,12 @@ func (r *renewer) fire() {
 	}
 }
 
-// A renewal is one hold's request in a batch.
+// A renewal is one hold's request in a batch: a lease's renewal, or a
+// place's refresh.
 type renewal struct {
 	h        *Hold
 	req      Request
+	place    bool
 	reported bool
 }
 
@@ -239,11 +254,16 @@ type renewal struct {
 // each outcome as it comes: a store that answers for some locks and not
 // others (a Cluster with one node down) costs only the others.
 func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
-	// A reply later than the last deadline of the batch is of no use to it.
+	// A reply later than the last deadline of the batch is of no use to it
+	// (a place's refresh: than the place's expiry).
 	last := sent
 	r.mu.Lock()
 	for _, b := range batch {
-		last = max(last, b.h.deadline)
+		if b.place {
+			last = max(last, sent+b.h.queue)
+		} else {
+			last = max(last, b.h.deadline)
+		}
 	}
 	r.mu.Unlock()
 	ctx, cancel := r.e.detach(context.Background(), last-sent)
@@ -255,13 +275,20 @@ func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
 	}
 	var events []Event
 	var lost []*Hold
-	settle := func(i int, err error) {
+	settle := func(i int, g Grant, err error) {
 		b := &batch[i]
 		if b.reported {
 			return
 		}
 		b.reported = true
 		h := b.h
+		if b.place {
+			// A refresh overtaken by the grant, or by the end, is of no use.
+			if h.placed && !h.done {
+				r.settlePlace(h, b.req.Seq, sent, g, err)
+			}
+			return
+		}
 		if r.settle(h, b.req.Seq, sent, b.req.Lease, err) {
 			r.endLocked(h, fmt.Errorf("%w: renewal found it no longer held by this owner", ErrLockLost))
 			lost = append(lost, h)
@@ -294,17 +321,17 @@ func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
 			r.e.lost(h, false)
 		}
 	}
-	r.e.b.Renew(ctx, reqs, func(i int, err error) {
+	r.e.b.Renew(ctx, reqs, func(i int, g Grant, err error) {
 		if i < 0 || i >= len(batch) {
 			return
 		}
 		r.mu.Lock()
-		settle(i, err)
+		settle(i, g, err)
 		flush()
 	})
 	r.mu.Lock()
 	for i := range batch {
-		settle(i, fmt.Errorf("%w: renewal not answered", ErrBackend))
+		settle(i, Grant{}, fmt.Errorf("%w: renewal not answered", ErrBackend))
 	}
 	flush()
 }
@@ -322,10 +349,10 @@ func (r *renewer) extend(ctx context.Context, h *Hold, ttl time.Duration) error 
 	seq := r.send(h, sent, ttl)
 	r.mu.Unlock()
 
-	req := Request{Name: h.name, Owner: h.owner, Lease: ttl, Seq: seq}
+	req := h.request(Request{Lease: ttl, Seq: seq})
 	renew := func(c context.Context) (struct{}, error) {
 		var out error
-		r.e.b.Renew(c, []Request{req}, func(_ int, err error) { out = err })
+		r.e.b.Renew(c, []Request{req}, func(_ int, _ Grant, err error) { out = err })
 		return struct{}{}, out
 	}
 	type outcome struct {

@@ -11,14 +11,28 @@ import (
 // head of the queue (no thundering herd), and newcomers line up behind
 // waiting ones instead of barging in, so that a goroutine that releases and
 // locks again at once cannot starve the others of its process.
+//
+// Waiters of a queued kind are ordered by the store, not here: for them the
+// queue only shares the watch that delivers grants.
 type queue struct {
-	name    string
+	key     queueKey
 	waiters []*waiter     // in arrival order; guarded by Engine.mu
 	until   time.Duration // when the holder's lease ends at the latest, as last seen; 0: unknown; guarded by Engine.mu
 	ready   chan struct{} // closed when the watch is set up (or failed)
 	err     error         // why the watch failed; read after ready
 	stop    func()        // ends the watch; guarded by Engine.mu
 }
+
+// queueKey names the local queue of one lock: plain and queued waiters of
+// one name (which the store never lets both succeed) watch different
+// notices; queued waiters of every kind share one watch of the process's
+// grants (the readers and writers of a read-write lock, say).
+type queueKey struct {
+	name   string
+	queued bool
+}
+
+func keyOf(name string, kind Kind) queueKey { return queueKey{name, kind.Queued()} }
 
 // A waiter is one goroutine waiting in a queue.
 type waiter struct {
@@ -41,29 +55,30 @@ func (e *Engine) signal(q *queue) {
 	e.mu.Unlock()
 }
 
-// waiting reports whether goroutines of this process wait for name.
-func (e *Engine) waiting(name string) bool {
+// waiting reports whether goroutines of this process wait for the lock.
+func (e *Engine) waiting(name string, kind Kind) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	q := e.queues[name]
+	q := e.queues[keyOf(name, kind)]
 	return q != nil && len(q.waiters) > 0
 }
 
-// join lines up a waiter for name, setting up the watch if it is the first,
-// and returns once releases are being watched. first reports whether no
-// one else was waiting.
-func (e *Engine) join(ctx context.Context, name string) (q *queue, w *waiter, first bool, err error) {
+// join lines up a waiter for the lock, setting up the watch if it is the
+// first, and returns once notices are being watched. first reports whether
+// no one else was waiting.
+func (e *Engine) join(ctx context.Context, name string, kind Kind) (q *queue, w *waiter, first bool, err error) {
 	e.mu.Lock()
 	if e.closed.Load() {
 		e.mu.Unlock()
 		return nil, nil, false, ErrClosed
 	}
-	q = e.queues[name]
+	key := keyOf(name, kind)
+	q = e.queues[key]
 	if q == nil {
-		q = &queue{name: name, ready: make(chan struct{})}
-		e.queues[name] = q
+		q = &queue{key: key, ready: make(chan struct{})}
+		e.queues[key] = q
 		e.bg.Add(1) // under e.mu, before Close can drain
-		go e.watch(q)
+		go e.watch(q, kind)
 	}
 	w = &waiter{wake: make(chan struct{}, 1)}
 	first = len(q.waiters) == 0
@@ -83,12 +98,21 @@ func (e *Engine) join(ctx context.Context, name string) (q *queue, w *waiter, fi
 	return q, w, first, nil
 }
 
-// watch sets up the backend watch of q. It does not depend on any waiter's
-// context: the waiters share it, and each may leave on its own.
-func (e *Engine) watch(q *queue) {
+// watch sets up the backend watch of q, for the notices of kind. It does
+// not depend on any waiter's context: the waiters share it, and each may
+// leave on its own.
+func (e *Engine) watch(q *queue, kind Kind) {
 	defer e.bg.Done()
 	ctx, cancel := context.WithTimeout(e.ctx, watchTimeout)
-	stop, err := e.b.Watch(ctx, q.name, func() { e.signal(q) })
+	stop, err := e.b.Watch(ctx, q.key.name, kind, func(n Notice) {
+		if n.Grantee != "" {
+			e.deliver(n)
+		} else {
+			// A release, or notices may have been lost. Queued waiters
+			// find a grant they missed at their next refresh.
+			e.signal(q)
+		}
+	})
 	if err != nil && ctx.Err() != nil && e.ctx.Err() == nil {
 		// No waiter's context ended: the backend did not answer in time.
 		err = fmt.Errorf("%w: release notifications not confirmed within %v: %w", ErrBackend, watchTimeout, err)
@@ -98,8 +122,8 @@ func (e *Engine) watch(q *queue) {
 	cancel()
 	e.mu.Lock()
 	q.err = err
-	if err != nil && e.queues[q.name] == q {
-		delete(e.queues, q.name) // the next waiter tries again
+	if err != nil && e.queues[q.key] == q {
+		delete(e.queues, q.key) // the next waiter tries again
 	}
 	if stop != nil && len(q.waiters) == 0 {
 		e.mu.Unlock()
@@ -137,8 +161,8 @@ func (e *Engine) leave(q *queue, w *waiter, gaveUp, woken bool) {
 	}
 	var stop func()
 	if len(q.waiters) == 0 {
-		if e.queues[q.name] == q {
-			delete(e.queues, q.name)
+		if e.queues[q.key] == q {
+			delete(e.queues, q.key)
 		}
 		stop, q.stop = q.stop, nil
 	}
@@ -173,10 +197,13 @@ func (e *Engine) holderLeft(q *queue, fallback time.Duration) time.Duration {
 
 // handOff wakes the first local waiter of a lock this process has just
 // freed. The backend does not notify a process of its own releases: this is
-// quicker.
-func (e *Engine) handOff(name string) {
+// quicker. (A queued kind's release grants the lock itself.)
+func (e *Engine) handOff(name string, kind Kind) {
+	if kind.Queued() {
+		return
+	}
 	e.mu.Lock()
-	if q := e.queues[name]; q != nil && len(q.waiters) > 0 {
+	if q := e.queues[keyOf(name, kind)]; q != nil && len(q.waiters) > 0 {
 		q.waiters[0].signal()
 	}
 	e.mu.Unlock()

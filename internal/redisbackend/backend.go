@@ -22,9 +22,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// renewChunkSize is how many locks one renew script covers.
-const renewChunkSize = 256
-
 // pipelineLimit is how many acquire and release round trips may be on their
 // way at once before further calls are pipelined together.
 const pipelineLimit = 2
@@ -82,36 +79,123 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 		return engine.Grant{}, err
 	}
 	k := b.cfg.Keys
-	res, err := b.pipe.run(ctx, acquireScript,
-		[]string{k.Lock(r.Name), k.Fence(r.Name), k.Abandoned(r.Name, r.Owner)},
-		r.Owner, r.Hold, r.Lease.Milliseconds(), b.cfg.FenceRetention.Milliseconds(),
-		b.cfg.Host, b.pid, reenterFlag(r.Reenter), time.Now().UnixMilli()).Slice()
+	keys := k.script(r.Name, r.Owner)
+	var cmd *redis.Cmd
+	switch {
+	case r.Kind == engine.Semaphore:
+		cmd = b.pipe.run(ctx, semAcquireScript, keys,
+			r.Owner, r.Permits, r.Capacity, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
+			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode())
+	case r.Kind == engine.Read || r.Kind == engine.Write:
+		cmd = b.pipe.run(ctx, rwAcquireScript, keys,
+			r.Owner, r.Hold, side(r.Kind), r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
+			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), flag(r.Reenter))
+	case (r.Kind == engine.Fair || r.Kind == engine.Election) && !r.Reenter:
+		kind := "fair"
+		if r.Kind == engine.Election {
+			kind = "elect"
+		}
+		cmd = b.pipe.run(ctx, fairAcquireScript, keys,
+			r.Owner, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
+			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), kind, r.Value)
+	default: // a plain mutex, and re-entry into a fair one or an election
+		cmd = b.pipe.run(ctx, acquireScript, keys,
+			r.Owner, r.Hold, r.Lease.Milliseconds(), b.retention(),
+			b.cfg.Host, b.pid, flag(r.Reenter), time.Now().UnixMilli())
+	}
+	res, err := cmd.Slice()
 	if err != nil {
 		return engine.Grant{}, backendErr(ctx, err)
 	}
-	if len(res) < 2 {
-		return engine.Grant{}, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
+	g, err := acquireOutcome(res)
+	if err == nil && g.Queued && r.Queue <= 0 {
+		err = errors.New("queued without a queue timeout")
 	}
-	if n, _ := res[0].(int64); n == 0 {
-		ttl, _ := res[1].(int64)
-		if ttl < 0 {
-			return engine.Grant{TTL: -1}, nil
-		}
-		return engine.Grant{TTL: time.Duration(ttl) * time.Millisecond}, nil
+	if err != nil && !errors.Is(err, engine.ErrWrongKind) && !errors.Is(err, engine.ErrDeadlock) &&
+		!errors.Is(err, engine.ErrInvalidOption) {
+		return engine.Grant{}, fmt.Errorf("%w: acquire: %w", engine.ErrBackend, err)
 	}
-	tok, err := strconv.ParseUint(fmt.Sprint(res[1]), 10, 64)
-	if err != nil || len(res) < 3 {
-		return engine.Grant{}, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
-	}
-	holds, _ := res[2].(int64)
-	return engine.Grant{Acquired: true, Token: tok, Holds: int(holds)}, nil
+	return g, err
 }
+
+// AcquireAll implements engine.Backend: the members that live in one slot
+// (all of them, on a standalone or Sentinel server) are taken in one
+// script, all or none; the groups go in the order of their first member.
+func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine.Grant, error) {
+	if err := b.checkServer(ctx); err != nil {
+		return nil, err
+	}
+	var groups [][]int // indexes into rs
+	at := map[int]int{}
+	for i, r := range rs {
+		slot := 0
+		if b.sharded {
+			slot = Slot(r.Name)
+		}
+		j, ok := at[slot]
+		if !ok {
+			j = len(groups)
+			at[slot] = j
+			groups = append(groups, nil)
+		}
+		groups[j] = append(groups[j], i)
+	}
+	gs := make([]engine.Grant, 0, len(rs))
+	for _, group := range groups {
+		var keys []string
+		args := []any{rs[group[0]].Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid, time.Now().UnixMilli()}
+		for _, i := range group {
+			keys = append(keys, b.cfg.Keys.script(rs[i].Name, rs[i].Owner)...)
+			args = append(args, rs[i].Owner)
+		}
+		res, err := b.pipe.run(ctx, multiAcquireScript, keys, args...).Slice()
+		if err != nil {
+			return gs, backendErr(ctx, err)
+		}
+		code, ok := replyInt(res, 0)
+		switch {
+		case ok && code == 1 && len(res) == len(group)+1:
+			for j := range group {
+				tok, err := replyToken(res, j+1)
+				if err != nil {
+					return gs, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
+				}
+				gs = append(gs, engine.Grant{Acquired: true, Token: tok, Holds: 1})
+			}
+			continue
+		case ok && (code == 0 || code == -1) && len(res) >= 2:
+			j, _ := replyInt(res, 1)
+			if j < 1 || int(j) > len(group) {
+				break
+			}
+			for range j - 1 { // taken by nobody: the group is all or none
+				gs = append(gs, engine.Grant{})
+			}
+			if code == -1 {
+				return gs, engine.ErrWrongKind
+			}
+			return append(gs, engine.Grant{TTL: replyTTL(res, 2)}), nil
+		}
+		return gs, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
+	}
+	return gs, nil
+}
+
+// side is the script argument for the side of a read-write lock.
+func side(k engine.Kind) string {
+	if k == engine.Write {
+		return "w"
+	}
+	return "r"
+}
+
+func (b *Backend) retention() int64 { return b.cfg.FenceRetention.Milliseconds() }
 
 // Release implements engine.Backend.
 func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
 	k := b.cfg.Keys
-	n, err := b.pipe.run(ctx, releaseScript, []string{k.Lock(r.Name)},
-		r.Owner, r.Hold, k.Channel(r.Name), b.publishMode(), b.id).Int64()
+	n, err := b.pipe.run(ctx, releaseScript, k.script(r.Name, ""),
+		r.Owner, r.Hold, k.Channel(r.Name), b.publishMode(), b.id, b.retention(), flag(r.Kind.Queued())).Int64()
 	if err != nil {
 		return 0, backendErr(ctx, err)
 	}
@@ -130,207 +214,53 @@ func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release
 // Abandon implements engine.Backend.
 func (b *Backend) Abandon(ctx context.Context, r engine.Request) (bool, error) {
 	k := b.cfg.Keys
-	n, err := b.pipe.run(ctx, abandonScript, []string{k.Lock(r.Name), k.Abandoned(r.Name, r.Owner)},
-		r.Owner, max(r.Lease.Milliseconds(), 1), k.Channel(r.Name), b.publishMode(), b.id).Int64()
+	n, err := b.pipe.run(ctx, abandonScript, k.script(r.Name, r.Owner),
+		r.Owner, max(r.Lease.Milliseconds(), 1), k.Channel(r.Name), b.publishMode(), b.id, b.retention(),
+		flag(r.Kind.Queued())).Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)
 	}
 	return n == 1, nil
 }
 
-// A renewChunk is one renew script call: up to renewChunkSize locks of one
-// slot.
-type renewChunk struct {
-	idx  []int // positions in the batch
-	keys []string
-	args []any
-	cmd  *redis.Cmd
-}
-
-// Renew implements engine.Backend. Each Redis node gets one pipeline, all
-// of them at once: one round trip per node, whatever the number of locks,
-// and a node that does not answer holds up only its own locks' outcomes.
-func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(int, error)) {
-	var chunks []*renewChunk
-	open := map[int]*renewChunk{} // slot (or 0) -> chunk being filled
-	for i, r := range rs {
-		slot := 0
-		if b.sharded {
-			slot = Slot(r.Name)
-		}
-		c := open[slot]
-		if c == nil || len(c.idx) == renewChunkSize {
-			c = &renewChunk{}
-			open[slot] = c
-			chunks = append(chunks, c)
-		}
-		c.idx = append(c.idx, i)
-		c.keys = append(c.keys, b.cfg.Keys.Lock(r.Name))
-		c.args = append(c.args, r.Owner, r.Lease.Milliseconds(), r.Seq)
-	}
-	groups := b.byNode(ctx, chunks)
-	if len(groups) == 1 {
-		b.renewChunks(ctx, groups[0], report)
-		return
-	}
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.renewChunks(ctx, g, report)
-		}()
-	}
-	wg.Wait()
-}
-
-// byNode groups chunks by the master that serves their slot (one group on
-// a standalone or Sentinel client). A slot whose master is unknown goes
-// with the others of unknown master; the cluster pipeline still routes it.
-func (b *Backend) byNode(ctx context.Context, chunks []*renewChunk) [][]*renewChunk {
-	cc, ok := b.rdb.(*redis.ClusterClient)
-	if !ok {
-		return [][]*renewChunk{chunks}
-	}
-	var groups [][]*renewChunk
-	at := map[string]int{}
-	for _, c := range chunks {
-		addr := ""
-		if node, err := cc.MasterForKey(ctx, c.keys[0]); err == nil {
-			addr = node.Options().Addr
-		}
-		i, ok := at[addr]
-		if !ok {
-			i = len(groups)
-			at[addr] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], c)
-	}
-	return groups
-}
-
-// renewChunks sends chunks in one pipeline and reports every lock's outcome.
-func (b *Backend) renewChunks(ctx context.Context, chunks []*renewChunk, report func(int, error)) {
-	run := func(eval func(redis.Pipeliner, *renewChunk) *redis.Cmd, which []*renewChunk) {
-		pipe := b.rdb.Pipeline()
-		for _, c := range which {
-			c.cmd = eval(pipe, c)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
-		return renewScript.EvalSha(ctx, p, c.keys, c.args...)
-	}, chunks)
-	// Scripts flushed or never loaded: send the failed chunks in full.
-	var again []*renewChunk
-	for _, c := range chunks {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			again = append(again, c)
-		}
-	}
-	if len(again) > 0 {
-		run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
-			return renewScript.Eval(ctx, p, c.keys, c.args...)
-		}, again)
-	}
-	for _, c := range chunks {
-		vals, err := c.cmd.Int64Slice()
-		if err == nil && len(vals) != len(c.idx) {
-			err = fmt.Errorf("renew: %d replies for %d locks", len(vals), len(c.idx))
-		}
-		for j, i := range c.idx {
-			switch {
-			case err != nil:
-				report(i, backendErr(ctx, err))
-			case vals[j] == 1:
-				report(i, nil)
-			case vals[j] == 2:
-				report(i, engine.ErrSuperseded)
-			default:
-				report(i, fmt.Errorf("%w: renewal found another owner or none", engine.ErrNotHeld))
-			}
-		}
-	}
-}
-
-// Watch implements engine.Backend.
-func (b *Backend) Watch(ctx context.Context, name string, wake func()) (func(), error) {
-	return b.notify.watch(ctx, b.cfg.Keys.Channel(name), wake)
-}
-
-// State is what Inspect reports about one lock.
-type State struct {
-	Locked    bool
-	Owner     string
-	Token     uint64
-	Holds     int
-	Host      string
-	PID       int
-	Since     time.Time
-	TTL       time.Duration // < 0: no expiry
-	LastToken uint64        // last fencing token issued; 0 when its counter expired
-	Watchers  int           // connections subscribed to the lock's release channel
-}
-
-// Inspect reads the state of the named lock.
-func (b *Backend) Inspect(ctx context.Context, name string) (State, error) {
-	k := b.cfg.Keys
-	res, err := inspectScript.Run(ctx, b.rdb, []string{k.Lock(name), k.Fence(name)}).Slice()
+// SetPermits sets the capacity of the named semaphore to n: waiters whose
+// permits now fit are let in at once; permits held are never revoked. It
+// returns the capacity before (0 if it was not set) and the permits held
+// after those grants.
+func (b *Backend) SetPermits(ctx context.Context, name string, n int) (before, held int, err error) {
+	res, err := semPermitsScript.Run(ctx, b.rdb, b.cfg.Keys.script(name, ""), n, b.retention(), b.publishMode()).Slice()
 	if err != nil {
-		return State{}, backendErr(ctx, err)
+		return 0, 0, backendErr(ctx, err)
 	}
-	if len(res) < 8 {
-		return State{}, fmt.Errorf("%w: inspect: unexpected reply %v", engine.ErrBackend, res)
+	code, ok := replyInt(res, 0)
+	switch {
+	case ok && code == -1:
+		return 0, 0, engine.ErrWrongKind
+	case ok && len(res) == 2:
+		h, _ := replyInt(res, 1)
+		return int(code), int(h), nil
 	}
-	str := func(i int) string { s, _ := res[i].(string); return s }
-	num := func(i int) int64 { n, _ := strconv.ParseInt(str(i), 10, 64); return n }
-	var st State
-	if owner := str(0); owner != "" {
-		st.Locked = true
-		st.Owner = owner
-		st.Token = uint64(num(1))
-		st.Holds = int(num(2))
-		st.Host = str(3)
-		st.PID = int(num(4))
-		st.Since = time.UnixMilli(num(5))
-		ttl, _ := res[6].(int64)
-		st.TTL = time.Duration(ttl) * time.Millisecond
-	}
-	st.LastToken = uint64(num(7))
-	st.Watchers, err = b.watchers(ctx, k.Channel(name))
-	return st, err
+	return 0, 0, fmt.Errorf("%w: set permits: unexpected reply %v", engine.ErrBackend, res)
 }
 
-func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
-	var m map[string]int64
-	var err error
-	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-		// Sharded subscriptions are counted by the node of the slot.
-		node, nerr := cc.MasterForKey(ctx, channel)
-		if nerr != nil {
-			return 0, backendErr(ctx, nerr)
+// Watch implements engine.Backend. Plain locks' releases are published on
+// the lock's release channel, which every waiting process watches; grants
+// of a queued kind go to the grant channel of the grantee's Backend alone.
+func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake func(engine.Notice)) (func(), error) {
+	channel := b.cfg.Keys.Channel(name)
+	if kind.Queued() {
+		channel = b.cfg.Keys.Grants(name, b.id)
+	}
+	return b.notify.watch(ctx, channel, func(payload string, lost bool) {
+		grants := parseGrants(payload)
+		if lost || grants == nil {
+			wake(engine.Notice{}) // a release, or notices may have been lost
+			return
 		}
-		m, err = node.PubSubShardNumSub(ctx, channel).Result()
-	} else {
-		m, err = b.rdb.PubSubNumSub(ctx, channel).Result()
-	}
-	if err != nil {
-		return 0, backendErr(ctx, err)
-	}
-	return int(m[channel]), nil
-}
-
-// ForceUnlock deletes the named lock whoever holds it and notifies waiters.
-// It reports whether there was a lock to delete.
-func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
-	k := b.cfg.Keys
-	n, err := forceUnlockScript.Run(ctx, b.rdb, []string{k.Lock(name)},
-		k.Channel(name), b.publishMode()).Int64()
-	if err != nil {
-		return false, backendErr(ctx, err)
-	}
-	return n == 1, nil
+		for _, g := range grants {
+			wake(g)
+		}
+	})
 }
 
 // backendErr wraps err in ErrBackend, unless it is ctx's own end: a
@@ -343,8 +273,9 @@ func backendErr(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", engine.ErrBackend, err)
 }
 
-func reenterFlag(reenter bool) string {
-	if reenter {
+// flag is a boolean script argument.
+func flag(b bool) string {
+	if b {
 		return "1"
 	}
 	return "0"

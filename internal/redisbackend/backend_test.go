@@ -36,7 +36,7 @@ func TestReleaseIsIdempotent(t *testing.T) {
 		}
 	}
 	st, err := b.Inspect(ctx, "idem")
-	if err != nil || st.Holds != 2 {
+	if err != nil || st.Holder().Holds != 2 {
 		t.Fatalf("holds after 2 holds (one acquired twice) = %+v, %v", st, err)
 	}
 	for i, want := range []engine.Release{engine.Remaining, engine.AlreadyReleased, engine.AlreadyReleased} {
@@ -45,7 +45,7 @@ func TestReleaseIsIdempotent(t *testing.T) {
 			t.Fatalf("release %d of hold 2 = %v, %v; want %v", i, got, err, want)
 		}
 	}
-	if st, _ := b.Inspect(ctx, "idem"); !st.Locked || st.Holds != 1 {
+	if st, _ := b.Inspect(ctx, "idem"); !st.Locked() || st.Holder().Holds != 1 {
 		t.Fatalf("after repeated releases of hold 2: %+v, want 1 hold left", st)
 	}
 	stranger := engine.Request{Name: "idem", Owner: "o2", Hold: 1}
@@ -77,7 +77,7 @@ func TestTokensExact(t *testing.T) {
 		if err != nil || !g.Acquired || g.Token != big+i {
 			t.Fatalf("acquisition %d = %+v, %v; want token %d", i, g, err, uint64(big)+i)
 		}
-		if st, err := b.Inspect(ctx, "tok"); err != nil || st.Token != big+i || st.LastToken != big+i {
+		if st, err := b.Inspect(ctx, "tok"); err != nil || st.Holder().Token != big+i || st.LastToken != big+i {
 			t.Fatalf("state after acquisition %d = %+v, %v", i, st, err)
 		}
 		if res, err := b.Release(ctx, r); err != nil || res != engine.Freed {
@@ -105,7 +105,7 @@ func TestReenterNeverTakesFreeLock(t *testing.T) {
 	if err != nil || g.Acquired {
 		t.Fatalf("re-entry into a free lock = %+v, %v", g, err)
 	}
-	if st, _ := b.Inspect(t.Context(), "re"); st.Locked || st.LastToken != 0 {
+	if st, _ := b.Inspect(t.Context(), "re"); st.Locked() || st.LastToken != 0 {
 		t.Fatalf("state after a refused re-entry: %+v", st)
 	}
 }
@@ -146,7 +146,7 @@ func renew(t *testing.T, b *Backend, reqs []engine.Request) []error {
 	out := make([]error, len(reqs))
 	seen := make([]int, len(reqs))
 	var mu sync.Mutex
-	b.Renew(t.Context(), reqs, func(i int, err error) {
+	b.Renew(t.Context(), reqs, func(i int, _ engine.Grant, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		out[i] = err
@@ -223,7 +223,7 @@ func TestWatch(t *testing.T) {
 	b := newBackend(t)
 	ctx := t.Context()
 	woke := make(chan struct{}, 1)
-	stop, err := b.Watch(ctx, "w", func() { woke <- struct{}{} })
+	stop, err := b.Watch(ctx, "w", engine.Plain, func(engine.Notice) { woke <- struct{}{} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestWatch(t *testing.T) {
 func TestWatchAfterClose(t *testing.T) {
 	b := newBackend(t)
 	b.Close()
-	if _, err := b.Watch(t.Context(), "w", func() {}); !errors.Is(err, engine.ErrClosed) {
+	if _, err := b.Watch(t.Context(), "w", engine.Plain, func(engine.Notice) {}); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("Watch after Close = %v, want ErrClosed", err)
 	}
 }
@@ -264,7 +264,7 @@ func TestWatchCancelled(t *testing.T) {
 	b := newBackend(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := b.Watch(ctx, "w", func() {}); !errors.Is(err, context.Canceled) {
+	if _, err := b.Watch(ctx, "w", engine.Plain, func(engine.Notice) {}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Watch with a cancelled context = %v", err)
 	}
 }

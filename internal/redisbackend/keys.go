@@ -18,8 +18,45 @@ func (k Keys) Fence(name string) string { return k.Lock(name) + ":fence" }
 // acquire.lua refuses that owner while the key exists.
 func (k Keys) Abandoned(name, owner string) string { return k.Lock(name) + ":abandoned:" + owner }
 
-// Channel is where releases are published.
+// Queue is a fair mutex's queue: owner -> arrival.
+func (k Keys) Queue(name string) string { return k.Lock(name) + ":q" }
+
+// QueueDeadlines holds when each place of a fair mutex's queue expires.
+func (k Keys) QueueDeadlines(name string) string { return k.Lock(name) + ":qt" }
+
+// QueueInfo holds what a grant needs to know of each place.
+func (k Keys) QueueInfo(name string) string { return k.Lock(name) + ":qi" }
+
+// Holders holds when the lease of each holder of a shared lock (read-write
+// lock, semaphore) ends.
+func (k Keys) Holders(name string) string { return k.Lock(name) + ":h" }
+
+// Capacity is a semaphore's number of permits.
+func (k Keys) Capacity(name string) string { return k.Lock(name) + ":cap" }
+
+// script returns the eight keys the lock scripts take, in the order they
+// take them (see scripts/lib.lua). owner names the abandonment mark, the
+// seventh; scripts without an owner get the mark of the empty owner, which
+// they do not use.
+func (k Keys) script(name, owner string) []string {
+	return []string{k.Lock(name), k.Fence(name), k.Queue(name), k.QueueDeadlines(name), k.QueueInfo(name),
+		k.Holders(name), k.Abandoned(name, owner), k.Capacity(name)}
+}
+
+// Channel is where releases of a plain lock are published.
 func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }
+
+// Done is the record of a job that runs once (per key, or per period)
+// under the lock of that name.
+func (k Keys) Done(name string) string { return k.Lock(name) + ":done" }
+
+// Leader is where an election announces each new leader (and that nobody
+// leads).
+func (k Keys) Leader(name string) string { return k.Lock(name) + ":leader" }
+
+// Grants is where grants of a fair lock to owners of the Backend whose id
+// is process are published: each process hears of its own grants only.
+func (k Keys) Grants(name, process string) string { return k.Lock(name) + ":grant:" + process }
 
 // Slot is the Redis Cluster slot of every key of the named lock.
 func Slot(name string) int { return int(crc16(name) % 16384) }

@@ -2,6 +2,8 @@ package redisbackend
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,8 +33,11 @@ type group struct {
 	watches map[string]*watch // by channel
 }
 
+// A watch delivers a channel's messages: deliver gets each payload, and
+// an empty payload with lost set when messages may have been lost (go-redis
+// reconnected and subscribed again).
 type watch struct {
-	wake      func()
+	deliver   func(payload string, lost bool)
 	confirmed chan struct{} // closed by the first subscribe confirmation
 	isSet     bool
 }
@@ -49,8 +54,8 @@ func (n *notifier) groupKey(channel string) int {
 }
 
 // watch subscribes to channel and returns once Redis has confirmed it.
-func (n *notifier) watch(ctx context.Context, channel string, wake func()) (func(), error) {
-	w := &watch{wake: wake, confirmed: make(chan struct{})}
+func (n *notifier) watch(ctx context.Context, channel string, deliver func(payload string, lost bool)) (func(), error) {
+	w := &watch{deliver: deliver, confirmed: make(chan struct{})}
 	key := n.groupKey(channel)
 
 	n.subMu.Lock()
@@ -181,14 +186,14 @@ func (n *notifier) subscribe(ctx context.Context, ps *redis.PubSub, channel stri
 func (n *notifier) read(g *group) {
 	defer n.wg.Done()
 	for m := range g.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
-		var channel string
+		var channel, payload string
 		var isConfirm bool
 		switch m := m.(type) {
 		case *redis.Message:
 			if m.Payload == n.self {
 				continue
 			}
-			channel = m.Channel
+			channel, payload = m.Channel, m.Payload
 		case *redis.Subscription:
 			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 				continue
@@ -206,9 +211,31 @@ func (n *notifier) read(g *group) {
 		}
 		n.mu.Unlock()
 		if w != nil {
-			w.wake()
+			w.deliver(payload, isConfirm)
 		}
 	}
+}
+
+// parseGrants reads a grant message of the lock scripts: 'g' and, for
+// each grant to an owner of this process, '<grantee> <token> <gseq>
+// <lease ms>' (lib.lua's grant_place). It returns nil for anything else (a
+// release).
+func parseGrants(payload string) []engine.Notice {
+	f := strings.Fields(payload)
+	if len(f) < 5 || f[0] != "g" || (len(f)-1)%4 != 0 {
+		return nil
+	}
+	var out []engine.Notice
+	for i := 1; i < len(f); i += 4 {
+		tok, err1 := strconv.ParseUint(f[i+1], 10, 64)
+		seq, err2 := strconv.ParseUint(f[i+2], 10, 64)
+		ms, err3 := strconv.ParseInt(f[i+3], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return nil
+		}
+		out = append(out, engine.Notice{Grantee: f[i], Token: tok, Seq: seq, Lease: time.Duration(ms) * time.Millisecond})
+	}
+	return out
 }
 
 // close ends every subscription and waits for the readers to stop.

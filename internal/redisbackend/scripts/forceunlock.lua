@@ -1,20 +1,30 @@
--- forceunlock.lua: delete a lock whoever holds it, and tell waiters.
--- For operators; the holder finds out at its next renewal.
+-- forceunlock.lua: delete a lock whoever holds it (every holder of a
+-- shared lock); a fair mutex or a shared lock goes to the first in its
+-- queue, a plain mutex's waiters are told. For operators; the holders
+-- find out at their next renewal. lib.lua is prepended; its header
+-- describes the keys.
 --
--- KEYS[1]  the lock hash
+-- KEYS[1..8]  L, F, Q, QT, QI, H, an abandonment mark (unused), C
 -- ARGV[1]  release channel
 -- ARGV[2]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
+-- ARGV[3]  how long the fencing counter outlives its last use, in ms
 --
 -- The message is 'force': every client, including the caller, wakes a waiter.
 --
 -- Returns 1 if a lock was deleted, 0 if there was none.
 
-if redis.call('DEL', KEYS[1]) == 0 then
+local k = KEYS
+local state = redis.call('HMGET', k[1], 'owner', 'kind')
+if state[2] == 'rw' or state[2] == 'sem' then
+  local now = clock()
+  shared_purge(k, now)
+  local held = redis.call('EXISTS', k[6]) == 1
+  redis.call('DEL', k[1], k[6])
+  settle(k, ARGV[3], ARGV[2], now)
+  return held and 1 or 0
+end
+if not state[1] then
   return 0
 end
-if ARGV[2] == 's' then
-  redis.call('SPUBLISH', ARGV[1], 'force')
-else
-  redis.call('PUBLISH', ARGV[1], 'force')
-end
+free(k, state[2], ARGV[3], ARGV[1], ARGV[2], 'force')
 return 1

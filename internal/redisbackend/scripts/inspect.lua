@@ -1,13 +1,56 @@
--- inspect.lua: read a lock's state in one consistent step.
+-- inspect.lua: read a lock's state in one consistent step. lib.lua is
+-- prepended; its header describes the keys and the lock hash.
 --
--- KEYS[1]  the lock hash
--- KEYS[2]  the fencing counter
+-- KEYS[1..8]  L, F, Q, QT, QI, H, an abandonment mark (unused), C
 --
--- Returns {owner, token, holds, host, pid, since, pttl, last token}; the
--- first six are false when the lock is free, the last is false when the
--- counter has expired.
+-- Returns {kind, pttl, last token, queued, queued readers, queued
+-- writers, capacity, permits held by live holders, permits queued,
+-- holders...}: kind is ''
+-- (plain mutex, or free), 'fair', 'elect', 'rw' or 'sem', with the kind of the
+-- queue's places when the lock is free but has a queue; pttl is the lock's
+-- remaining lease (-2 when free); the last token is false when the counter
+-- has expired; the counts are those of the places that have not expired;
+-- the capacity is a semaphore's (0 if none). Each holder is {owner, token,
+-- holds, host, pid, since (ms), ttl (ms), writes, permits, value (an
+-- election's leader)} (a mutex or an election has one holder, a shared
+-- lock any number).
 
-local f = redis.call('HMGET', KEYS[1], 'owner', 'token', 'holds', 'host', 'pid', 'since')
-f[7] = redis.call('PTTL', KEYS[1])
-f[8] = redis.call('GET', KEYS[2])
-return f
+local k = KEYS
+local now = clock()
+local f = redis.call('HMGET', k[1], 'kind', 'owner', 'token', 'holds', 'host', 'pid', 'since', 'value')
+local kind = f[1] or ''
+local out = {kind, redis.call('PTTL', k[1]), redis.call('GET', k[2]), 0, 0, 0,
+  tonumber(redis.call('GET', k[8]) or '0'), 0, 0}
+if kind ~= '' or redis.call('EXISTS', k[4]) == 1 then
+  for _, owner in ipairs(redis.call('ZRANGEBYSCORE', k[4], '(' .. int(now), '+inf')) do
+    local side, n = string.match(redis.call('HGET', k[5], owner) or '', '^(%a) (%d+)')
+    out[4] = out[4] + 1
+    if side == 'r' then out[5] = out[5] + 1 elseif side == 'w' then out[6] = out[6] + 1 end
+    if side == 's' then out[9] = out[9] + tonumber(n) end
+    if kind == '' then
+      kind = ({f = 'fair', e = 'elect', r = 'rw', w = 'rw', s = 'sem'})[side] or ''
+      out[1] = kind
+    end
+  end
+end
+if f[2] then
+  out[#out + 1] = {f[2], f[3], tonumber(f[4]), f[5], f[6], f[7], out[2], 0, 1, f[8] or ''}
+elseif f[1] == 'rw' or f[1] == 'sem' then
+  local holders = redis.call('ZRANGEBYSCORE', k[6], '(' .. int(now), '+inf', 'WITHSCORES')
+  for j = 1, #holders, 2 do
+    local owner = holders[j]
+    local g = redis.call('HMGET', k[1], 't:' .. owner, 'h:' .. owner, 'i:' .. owner, 'n:' .. owner)
+    if g[1] then
+      local pid, since, host = string.match(g[3], '^(%d+) (%d+) (.*)$')
+      local _, holds = string.gsub(g[2], ' ', '')
+      local _, writes = string.gsub(g[2], 'w', '')
+      local permits = tonumber(g[4] or '1')
+      if g[4] then
+        out[8] = out[8] + permits -- the permits of live holders only
+      end
+      out[#out + 1] = {owner, g[1], holds, host, pid, since, tonumber(holders[j + 1]) - now, writes,
+        permits, ''}
+    end
+  end
+end
+return out

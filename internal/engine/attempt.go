@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// try makes one attempt and turns a grant into a Lease. Every attempt has
+// an owner id of its own: an attempt that is given up is abandoned (see
+// cleanup), and a late request of it is refused, never mistaken for a
+// later attempt.
+func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
+	r := Request{Name: s.Name, Kind: s.Kind, Owner: e.newOwner(), Hold: 1, Lease: s.Lease,
+		Permits: s.Permits, Capacity: s.Capacity, Value: s.Value}
+	sent := e.now()
+	type outcome struct {
+		l   *Lease
+		g   Grant
+		err error
+	}
+	out, replied := call(e, ctx, s.Lease, func(c context.Context) (Grant, error) { return e.b.Acquire(c, r) },
+		func(g Grant, err error, waiting bool) outcome {
+			switch {
+			case errors.Is(err, ErrClosed):
+				return outcome{err: ErrClosed}
+			case refusal(err):
+				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
+			case err != nil:
+				e.cleanup(r) // it may have been applied, now or later
+				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
+			case !g.Acquired:
+				e.checkCapacity(s, g)
+				return outcome{g: g}
+			case !waiting:
+				e.cleanup(r)
+				return outcome{}
+			}
+			e.checkCapacity(s, g)
+			l, err := e.hold(ctx, s, r, g, sent)
+			return outcome{l: l, g: g, err: err}
+		})
+	if !replied {
+		return nil, Grant{}, notAcquired(s.Name, context.Cause(ctx))
+	}
+	return out.l, out.g, out.err
+}
+
+// hold turns the grant g of request r, sent at sent for a caller whose
+// context is ctx, into a Hold and its first Lease. It returns no Lease,
+// and releases the lock, if the reply came too late to be of use or Close
+// has started.
+func (e *Engine) hold(ctx context.Context, s Spec, r Request, g Grant, sent time.Duration) (*Lease, error) {
+	h := newHold(ctx, e, s, r.Owner, g.Token)
+	added, late := e.renew.add(h, sent)
+	if !added {
+		e.cleanup(r)
+		h.cancel(ErrClosed)
+		return nil, ErrClosed
+	}
+	if late {
+		// The reply came too late to be of use: the lease is (nearly) over.
+		e.lose(h, fmt.Errorf("%w: the acquisition reply came after the lease deadline", ErrLockLost), true)
+		return nil, nil
+	}
+	return h.newLease(1), nil
+}
+
+// refusal reports whether err is the store's refusal of a request that it
+// did not apply: the name is another kind, the request could never be
+// granted. Nothing needs cleaning up after it.
+func refusal(err error) bool {
+	return errors.Is(err, ErrWrongKind) || errors.Is(err, ErrDeadlock) || errors.Is(err, ErrInvalidOption)
+}

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// acquireQueued waits for a lock of a queued kind: it takes a place in the
+// lock's queue on the store and waits for the backend to grant it the
+// lock (see place.go). There is no local queue: the store's is the order,
+// for every process alike.
+//
+// Unless callers of this engine already wait for the lock (and so watch
+// its grants), it first makes one attempt that never queues: a free lock
+// is taken in one round trip, without setting up a watch. The place, if
+// one is needed, is made after that.
+func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*Lease, error) {
+	if !e.waiting(s.Name, s.Kind) {
+		l, _, err := e.try(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if l != nil {
+			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
+			return l, nil
+		}
+	}
+	// Grants are pushed to the watch: it is set up before the first place.
+	q, w, _, err := e.join(ctx, s.Name, s.Kind)
+	if err != nil {
+		return nil, joinErr(s.Name, err)
+	}
+	defer e.leave(q, w, false, false)
+	waiting := false
+	for {
+		h, queued, err := e.enqueue(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if queued && !waiting {
+			waiting = true
+			e.emit(Event{Kind: Waiting, Name: s.Name})
+		}
+		select {
+		case <-h.settled:
+		case <-ctx.Done():
+			e.giveUp(h, context.Cause(ctx))
+			return nil, notAcquired(s.Name, context.Cause(ctx))
+		case <-e.ctx.Done():
+			e.giveUp(h, ErrClosed)
+			return nil, ErrClosed
+		}
+		if l := e.claim(h); l != nil {
+			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
+			return l, nil
+		}
+		cause := e.renew.causeOf(h)
+		if errors.Is(cause, ErrClosed) {
+			return nil, ErrClosed
+		}
+		// The place expired (this process was paused or cut off for
+		// longer than the queue timeout), or the grant came too late to be
+		// of use. Nothing of that owner may stay behind (a grant that is
+		// not used goes to the next in line); queue again, at the back, as
+		// a new owner.
+		e.cleanup(e.ownerOf(h))
+	}
+}
+
+// enqueue sends the acquisition of a new owner of a queued kind, with its
+// place already tracked (a grant may come before the reply). It returns
+// the hold, settled if the lock was taken at once, and whether it is
+// queued. On an error, nothing of the attempt is left: a request whose
+// outcome is unknown is abandoned.
+func (e *Engine) enqueue(ctx context.Context, s Spec) (*Hold, bool, error) {
+	h := newHold(ctx, e, s, e.newOwner(), 0)
+	r := h.request(Request{Hold: 1, Lease: s.Lease, Queue: s.Queue, Seq: 1, Value: s.Value})
+	e.mu.Lock()
+	e.places[GranteeID(h.owner)] = h
+	e.mu.Unlock()
+	sent := e.now()
+	if !e.renew.addPlace(h, sent) {
+		e.unplace(h)
+		return nil, false, ErrClosed
+	}
+	type outcome struct {
+		queued bool
+		err    error
+	}
+	out, replied := call(e, ctx, s.Lease, func(c context.Context) (Grant, error) { return e.b.Acquire(c, r) },
+		func(g Grant, err error, waiting bool) outcome {
+			switch {
+			case errors.Is(err, ErrClosed):
+				e.giveUp(h, ErrClosed)
+				return outcome{err: ErrClosed}
+			case refusal(err):
+				e.drop(h, err) // refused before anything was written
+				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
+			case err != nil:
+				e.giveUp(h, err) // it may have been applied, now or later
+				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
+			case !waiting:
+				e.giveUp(h, context.Canceled)
+				return outcome{}
+			case g.Acquired:
+				// Taken by this request, or granted since an earlier copy of
+				// it: the grant says which.
+				e.checkCapacity(s, g)
+				e.renew.grant(h, g.Token, g.Seq, g.Lease)
+				return outcome{}
+			case !g.Queued:
+				// Only an abandoned owner is refused, and this one is new.
+				e.giveUp(h, ErrBackend)
+				return outcome{err: fmt.Errorf("%w: lock %q: the store refused a new owner", ErrBackend, s.Name)}
+			}
+			e.checkCapacity(s, g)
+			e.renew.placeConfirmed(h, sent, g.TTL)
+			return outcome{queued: true}
+		})
+	if !replied {
+		return nil, false, notAcquired(s.Name, context.Cause(ctx))
+	}
+	return h, out.queued, out.err
+}
+
+// claim hands out the first Lease of h once its place phase has settled,
+// or returns nil if h ended instead.
+func (e *Engine) claim(h *Hold) *Lease {
+	e.unplace(h)
+	e.renew.mu.Lock()
+	defer e.renew.mu.Unlock()
+	if h.done || h.placed {
+		return nil
+	}
+	return h.newLease(1)
+}
+
+// giveUp ends h, whose waiter has gone, and abandons its owner in the
+// background: its place is removed, a lock granted to it meanwhile goes to
+// the next in line, and a request of it still on its way takes nothing.
+func (e *Engine) giveUp(h *Hold, cause error) {
+	e.drop(h, cause)
+	e.cleanup(e.ownerOf(h))
+}
+
+// drop ends h with cause, if it has not ended, and stops routing grants to
+// it.
+func (e *Engine) drop(h *Hold, cause error) {
+	e.unplace(h)
+	if e.renew.end(h, cause) {
+		h.cancel(cause)
+	}
+}
+
+// unplace stops routing grants to h.
+func (e *Engine) unplace(h *Hold) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if id := GranteeID(h.owner); e.places[id] == h {
+		delete(e.places, id)
+	}
+}
+
+// deliver hands a grant pushed by the backend to the place it names, if it
+// is one of this engine's.
+func (e *Engine) deliver(n Notice) {
+	e.mu.Lock()
+	h := e.places[n.Grantee]
+	e.mu.Unlock()
+	if h != nil {
+		e.renew.grant(h, n.Token, n.Seq, n.Lease)
+	}
+}

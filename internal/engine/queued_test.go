@@ -1,0 +1,553 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fairFake is an in-memory queued-kind Backend for one lock, on synctest's
+// fake clock: a holder with a lease, and places in arrival order that
+// expire unless refreshed. The Redis scripts that do this for real are
+// tested against redis-server in internal/redisbackend.
+type fairFake struct {
+	mu        sync.Mutex
+	holder    string
+	token     uint64
+	gseq      uint64
+	glease    time.Duration
+	until     time.Time // the holder's lease end
+	queue     []string
+	places    map[string]*fakePlace
+	abandoned map[string]bool
+	wake      func(Notice)
+
+	muteGrants bool          // grant without a notice (a lost message)
+	holdGrants bool          // keep notices in held until deliverHeld
+	held       []Notice      // notices held up
+	hangLeases bool          // lease renewals never answer (refreshes do)
+	stall      chan struct{} // when not nil, a refresh waits for it to close before it is applied
+	stalled    chan struct{} // receives when a refresh starts waiting on stall
+	renewals   []Request
+	applied    map[string]map[uint64]time.Time // when each request of a place was applied
+}
+
+type fakePlace struct {
+	seq     uint64
+	lease   time.Duration
+	timeout time.Duration
+	until   time.Time
+}
+
+func newFairFake() *fairFake {
+	return &fairFake{places: map[string]*fakePlace{}, abandoned: map[string]bool{}, applied: map[string]map[uint64]time.Time{}}
+}
+
+// settle ends an expired lease and expired places. f.mu must be held.
+func (f *fairFake) settle() {
+	now := time.Now()
+	if f.holder != "" && !now.Before(f.until) {
+		f.holder = ""
+	}
+	f.queue = slices.DeleteFunc(f.queue, func(o string) bool {
+		if !now.Before(f.places[o].until) {
+			delete(f.places, o)
+			return true
+		}
+		return false
+	})
+}
+
+func (f *fairFake) take(owner string, gseq uint64, lease time.Duration) {
+	f.holder, f.gseq, f.glease, f.until = owner, gseq, lease, time.Now().Add(lease)
+	f.token++
+}
+
+// grantHead gives the free lock to the first place; f.mu must be held.
+func (f *fairFake) grantHead() []Notice {
+	if f.holder != "" || len(f.queue) == 0 {
+		return nil
+	}
+	head := f.queue[0]
+	p := f.places[head]
+	f.queue = f.queue[1:]
+	delete(f.places, head)
+	f.take(head, p.seq, min(p.lease, p.timeout))
+	n := Notice{Grantee: GranteeID(head), Token: f.token, Seq: f.gseq, Lease: f.glease}
+	switch {
+	case f.muteGrants:
+		return nil
+	case f.holdGrants:
+		f.held = append(f.held, n)
+		return nil
+	}
+	return []Notice{n}
+}
+
+func (f *fairFake) tell(ns []Notice) {
+	f.mu.Lock()
+	wake := f.wake
+	f.mu.Unlock()
+	for _, n := range ns {
+		if wake != nil {
+			wake(n)
+		}
+	}
+}
+
+func (f *fairFake) record(owner string, seq uint64) {
+	if f.applied[owner] == nil {
+		f.applied[owner] = map[uint64]time.Time{}
+	}
+	f.applied[owner][seq] = time.Now()
+}
+
+func (f *fairFake) Acquire(ctx context.Context, r Request) (Grant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settle()
+	if f.holder == r.Owner {
+		return Grant{Acquired: true, Token: f.token, Holds: 1, Seq: f.gseq, Lease: f.glease}, nil
+	}
+	if r.Reenter || f.abandoned[r.Owner] {
+		return Grant{TTL: -1}, nil
+	}
+	if f.holder == "" && (len(f.queue) == 0 || f.queue[0] == r.Owner) {
+		f.queue = slices.DeleteFunc(f.queue, func(o string) bool { return o == r.Owner })
+		delete(f.places, r.Owner)
+		f.record(r.Owner, r.Seq)
+		f.take(r.Owner, r.Seq, r.Lease)
+		return Grant{Acquired: true, Token: f.token, Holds: 1, Seq: r.Seq, Lease: r.Lease}, nil
+	}
+	if _, ok := f.places[r.Owner]; !ok {
+		if r.Queue == 0 {
+			return Grant{TTL: time.Until(f.until)}, nil
+		}
+		f.queue = append(f.queue, r.Owner)
+		f.places[r.Owner] = &fakePlace{seq: r.Seq, lease: r.Lease, timeout: r.Queue, until: time.Now().Add(r.Queue)}
+		f.record(r.Owner, r.Seq)
+	}
+	return f.queued(r.Owner), nil
+}
+
+func (f *fairFake) queued(owner string) Grant {
+	if f.queue[0] == owner && f.holder != "" {
+		return Grant{Queued: true, TTL: time.Until(f.until)}
+	}
+	return Grant{Queued: true, TTL: -1}
+}
+
+func (f *fairFake) Release(ctx context.Context, r Request) (Release, error) {
+	f.mu.Lock()
+	f.settle()
+	if f.holder != r.Owner {
+		if r.Hold == 0 {
+			f.drop(r.Owner)
+		}
+		f.mu.Unlock()
+		return NotOwner, nil
+	}
+	f.holder = ""
+	ns := f.grantHead()
+	f.mu.Unlock()
+	f.tell(ns)
+	return Freed, nil
+}
+
+func (f *fairFake) drop(owner string) {
+	f.queue = slices.DeleteFunc(f.queue, func(o string) bool { return o == owner })
+	delete(f.places, owner)
+}
+
+func (f *fairFake) Abandon(ctx context.Context, r Request) (bool, error) {
+	f.mu.Lock()
+	f.abandoned[r.Owner] = true
+	f.drop(r.Owner)
+	f.settle()
+	freed := f.holder == r.Owner
+	if freed {
+		f.holder = ""
+	}
+	ns := f.grantHead()
+	f.mu.Unlock()
+	f.tell(ns)
+	return freed, nil
+}
+
+func (f *fairFake) Renew(ctx context.Context, rs []Request, report func(int, Grant, error)) {
+	for i, r := range rs {
+		if r.Queue > 0 {
+			f.mu.Lock()
+			stall := f.stall
+			f.mu.Unlock()
+			if stall != nil {
+				f.stalled <- struct{}{}
+				<-stall
+			}
+			g, err, ns := f.refresh(r)
+			f.tell(ns)
+			report(i, g, err)
+			continue
+		}
+		f.mu.Lock()
+		f.renewals = append(f.renewals, r)
+		hang := f.hangLeases
+		f.mu.Unlock()
+		if hang {
+			<-ctx.Done()
+			report(i, Grant{}, ctx.Err())
+			continue
+		}
+		f.mu.Lock()
+		f.settle()
+		var err error
+		if f.holder == r.Owner {
+			f.until = time.Now().Add(r.Lease)
+		} else {
+			err = ErrNotHeld
+		}
+		f.mu.Unlock()
+		report(i, Grant{}, err)
+	}
+}
+
+func (f *fairFake) refresh(r Request) (Grant, error, []Notice) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settle()
+	if f.holder == r.Owner {
+		return Grant{Acquired: true, Token: f.token, Seq: f.gseq, Lease: f.glease}, nil, nil
+	}
+	p := f.places[r.Owner]
+	if p == nil || f.abandoned[r.Owner] {
+		return Grant{}, ErrNotHeld, nil
+	}
+	if r.Seq > p.seq {
+		p.seq = r.Seq
+		p.until = time.Now().Add(r.Queue)
+		f.record(r.Owner, r.Seq)
+	}
+	if f.holder == "" && f.queue[0] == r.Owner {
+		f.queue = f.queue[1:]
+		delete(f.places, r.Owner)
+		f.take(r.Owner, p.seq, min(p.lease, p.timeout))
+		return Grant{Acquired: true, Token: f.token, Seq: f.gseq, Lease: f.glease}, nil, nil
+	}
+	ns := f.grantHead()
+	return f.queued(r.Owner), nil, ns
+}
+
+func (f *fairFake) Watch(ctx context.Context, name string, kind Kind, wake func(Notice)) (func(), error) {
+	f.mu.Lock()
+	f.wake = wake
+	f.mu.Unlock()
+	return func() {}, nil
+}
+
+// holdBy makes owner the holder for lease, as another process.
+func (f *fairFake) holdBy(owner string, lease time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.take(owner, 0, lease)
+}
+
+// release frees the lock as its holder would.
+func (f *fairFake) release(owner string) {
+	if res, _ := f.Release(context.Background(), Request{Owner: owner, Hold: 1}); res != Freed {
+		panic("release by a non-holder")
+	}
+}
+
+func (f *fairFake) deliverHeld() {
+	f.mu.Lock()
+	ns := f.held
+	f.held = nil
+	f.mu.Unlock()
+	f.tell(ns)
+}
+
+func (f *fairFake) state() (holder string, queue []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settle()
+	return f.holder, slices.Clone(f.queue)
+}
+
+// fairEngine returns an engine on a fairFake whose lock "other" holds for
+// an hour; the engine is closed at the end of the test.
+func fairEngine(t *testing.T) (*fairFake, *Engine) {
+	f := newFairFake()
+	e := New(f, nil)
+	t.Cleanup(func() { e.Close(context.Background()) })
+	f.holdBy("other", time.Hour)
+	return f, e
+}
+
+var fairSpec = Spec{Name: "x", Kind: Fair, Lease: 30 * time.Second, Renew: true, Queue: 3 * time.Second}
+
+// lockAsync waits for the lock in the background.
+func lockAsync(e *Engine, ctx context.Context, s Spec) <-chan *Lease {
+	got := make(chan *Lease, 1)
+	go func() {
+		l, _ := e.Acquire(ctx, s, true)
+		got <- l
+	}()
+	return got
+}
+
+// A granted lease's local deadline is measured from the send time of the
+// waiter's last request that the store applied before the grant (gseq),
+// whatever the delay of the grant's notice, and although a later refresh
+// was on its way: with renewals that never answer, the lease context ends
+// exactly at S(gseq) + lease - margin, where lease is the short lease the
+// grant set.
+func TestGrantedLeaseBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, e := fairEngine(t)
+		got := lockAsync(e, context.Background(), fairSpec)
+		time.Sleep(2500 * time.Millisecond) // a few refreshes (every 0.5–1 s)
+		synctest.Wait()
+		f.mu.Lock()
+		owner := f.queue[0]
+		p := f.places[owner]
+		sent := f.applied[owner][p.seq] // S(gseq): the fake applies a request when it is sent
+		f.hangLeases, f.holdGrants = true, true
+		stall := make(chan struct{})
+		f.stall, f.stalled = stall, make(chan struct{}, 1)
+		f.mu.Unlock()
+		if p.seq < 2 {
+			t.Fatalf("place refreshed %d times in 2.5 s, want some", p.seq-1)
+		}
+		<-f.stalled // the next refresh is on its way, not applied
+		f.release("other")
+		time.Sleep(200 * time.Millisecond) // the notice is held up
+		f.deliverHeld()
+		close(stall)
+		l := <-got
+		if l == nil {
+			t.Fatal("not acquired")
+		}
+		<-l.Context().Done()
+		grant := min(fairSpec.Lease, fairSpec.Queue)
+		if got, want := time.Since(sent), grant-margin(grant); got != want {
+			t.Fatalf("lease context ended %v after S(gseq), want exactly %v", got, want)
+		}
+		if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLockLost) {
+			t.Fatalf("cause %v", cause)
+		}
+	})
+}
+
+// A grant's short lease (the queue timeout) is renewed to the full lease
+// by the watchdog's first tick, a third of the granted lease after the
+// request it is measured from, and not before (a hand-over costs no
+// renewal); the lock then lasts beyond the queue timeout.
+func TestGrantRenewedAtFirstTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, e := fairEngine(t)
+		got := lockAsync(e, context.Background(), fairSpec)
+		synctest.Wait()
+		f.mu.Lock()
+		owner := f.queue[0]
+		f.mu.Unlock()
+		f.release("other")
+		l := <-got
+		synctest.Wait()
+		f.mu.Lock()
+		sent := f.applied[owner][f.gseq] // S(gseq)
+		renewals := len(f.renewals)
+		f.mu.Unlock()
+		if renewals != 0 {
+			t.Fatalf("%d renewals right after the grant, want none", renewals)
+		}
+		grant := min(fairSpec.Lease, fairSpec.Queue)
+		time.Sleep(time.Until(sent.Add(grant / 3)))
+		synctest.Wait()
+		f.mu.Lock()
+		renewed := slices.Clone(f.renewals)
+		f.mu.Unlock()
+		if len(renewed) != 1 || renewed[0].Lease != fairSpec.Lease {
+			t.Fatalf("renewals by a third of the granted lease: %+v, want one to the full lease", renewed)
+		}
+		time.Sleep(10 * time.Second)
+		if l.Context().Err() != nil {
+			t.Fatalf("lease ended %v after the grant: %v", time.Since(sent), context.Cause(l.Context()))
+		}
+		if err := l.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A fixed lease (no watchdog) granted with the queue timeout gets one
+// renewal, at once, to its full length, and no other.
+func TestGrantedFixedLeaseRenewedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, e := fairEngine(t)
+		spec := fairSpec
+		spec.Renew = false
+		got := lockAsync(e, context.Background(), spec)
+		synctest.Wait()
+		f.release("other")
+		l := <-got
+		start := time.Now()
+		<-l.Context().Done()
+		f.mu.Lock()
+		renewals := slices.Clone(f.renewals)
+		f.mu.Unlock()
+		if len(renewals) != 1 || renewals[0].Lease != spec.Lease {
+			t.Fatalf("renewals of a granted fixed lease: %+v, want one to its full length", renewals)
+		}
+		if lasted := time.Since(start); lasted != spec.Lease-margin(spec.Lease) {
+			t.Fatalf("the fixed lease lasted %v after the grant, want %v", lasted, spec.Lease-margin(spec.Lease))
+		}
+	})
+}
+
+// A place that expired on the store (the waiter was paused) is found at
+// the next refresh: its owner is abandoned, and the waiter queues again as
+// a new owner, which gets the lock.
+func TestEvictedPlaceQueuesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, e := fairEngine(t)
+		got := lockAsync(e, context.Background(), fairSpec)
+		synctest.Wait()
+		f.mu.Lock()
+		first := f.queue[0]
+		f.drop(first) // expired while the waiter was away
+		f.mu.Unlock()
+		time.Sleep(time.Second) // the next refresh
+		synctest.Wait()
+		holder, queue := f.state()
+		f.mu.Lock()
+		abandoned := f.abandoned[first]
+		f.mu.Unlock()
+		if !abandoned || len(queue) != 1 || queue[0] == first || holder != "other" {
+			t.Fatalf("after eviction: abandoned %v, queue %v, holder %q; want the old owner abandoned and a new place", abandoned, queue, holder)
+		}
+		f.release("other")
+		if l := <-got; l == nil {
+			t.Fatal("not acquired")
+		} else {
+			l.Unlock(context.Background())
+		}
+	})
+}
+
+// A grant whose notice is lost is found by the next refresh.
+func TestMissedGrantFoundByRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFairFake()
+		f.muteGrants = true
+		e := New(f, nil)
+		defer e.Close(context.Background())
+		f.holdBy("other", time.Hour)
+		got := lockAsync(e, context.Background(), fairSpec)
+		synctest.Wait()
+		f.release("other")
+		start := time.Now()
+		l := <-got
+		if waited, period := time.Since(start), min(fairSpec.Queue, fairSpec.Lease)/3; waited > period {
+			t.Fatalf("a missed grant was found after %v, more than a refresh period (%v)", waited, period)
+		}
+		l.Unlock(context.Background())
+	})
+}
+
+// The first in line takes the lock when its holder's lease runs out
+// without a release (the holder died), right at the lease's end.
+func TestHeadTakesWhenHolderLeaseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFairFake()
+		e := New(f, nil)
+		defer e.Close(context.Background())
+		const holderLease = 7 * time.Second
+		f.holdBy("crashed", holderLease)
+		start := time.Now()
+		l := <-lockAsync(e, context.Background(), fairSpec)
+		if waited := time.Since(start); waited < holderLease || waited > holderLease+10*time.Millisecond {
+			t.Fatalf("acquired %v after a crashed holder's %v lease began", waited, holderLease)
+		}
+		l.Unlock(context.Background())
+	})
+}
+
+// A waiter whose context ends just as it is granted the lock never leaves
+// it behind: either it returns the lease, or the lock goes to the next
+// waiter. Tried many times, both orders of the race.
+func TestCancelRacingGrant(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		synctest.Test(t, func(t *testing.T) {
+			f, e := fairEngine(t)
+			ctx1, cancel1 := context.WithCancel(context.Background())
+			first := lockAsync(e, ctx1, fairSpec)
+			synctest.Wait()
+			second := lockAsync(e, context.Background(), fairSpec)
+			synctest.Wait()
+			if round%2 == 0 {
+				f.release("other")
+				cancel1()
+			} else {
+				cancel1()
+				f.release("other")
+			}
+			if l := <-first; l != nil {
+				l.Unlock(context.Background())
+			}
+			l := <-second
+			if l == nil {
+				t.Fatalf("round %d: the second waiter did not get the lock", round)
+			}
+			l.Unlock(context.Background())
+			synctest.Wait()
+			if holder, queue := f.state(); holder != "" || len(queue) != 0 {
+				t.Fatalf("round %d: left behind: holder %q, queue %v", round, holder, queue)
+			}
+		})
+	}
+}
+
+// Close ends a queued wait with ErrClosed and removes the place.
+func TestCloseRemovesPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFairFake()
+		e := New(f, nil)
+		f.holdBy("other", time.Hour)
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Acquire(context.Background(), fairSpec, true)
+			done <- err
+		}()
+		synctest.Wait()
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Fatalf("wait ended by Close: %v", err)
+		}
+		if holder, queue := f.state(); holder != "other" || len(queue) != 0 {
+			t.Fatalf("after Close: holder %q, queue %v", holder, queue)
+		}
+	})
+}
+
+// TryLock of a queued kind never queues.
+func TestQueuedTryLockNeverQueues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, e := fairEngine(t)
+		if _, err := e.Acquire(context.Background(), fairSpec, false); !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("TryLock of a held lock: %v", err)
+		}
+		if _, queue := f.state(); len(queue) != 0 {
+			t.Fatalf("TryLock queued: %v", queue)
+		}
+	})
+}
+
+func (f *fairFake) AcquireAll(ctx context.Context, rs []Request) ([]Grant, error) {
+	return acquireEach(ctx, f, rs)
+}

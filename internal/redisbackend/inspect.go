@@ -1,0 +1,145 @@
+package redisbackend
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/redis/go-redis/v9"
+)
+
+// The kinds of lock Inspect reports.
+const (
+	KindMutex  = "mutex" // a plain mutex
+	KindFair   = "fair"  // a fair mutex
+	KindElect  = "elect" // an election
+	KindRW     = "rw"    // a read-write lock
+	KindSem    = "sem"   // a semaphore
+	KindUnused = ""      // free, nobody waits in a queue
+)
+
+// State is what Inspect reports about one lock.
+type State struct {
+	Kind      string        // one of the Kind constants; a free lock's queue tells its kind
+	Holders   []Holder      // one for a mutex, any number of readers, or one writer
+	TTL       time.Duration // the lock's remaining lease (its last holder's); < 0 when free
+	LastToken uint64        // last fencing token issued; 0 when its counter expired
+	Queued    int           // live places in the queue (fair mutex, read-write lock)
+	// QueuedReaders and QueuedWriters split Queued for a read-write lock.
+	QueuedReaders, QueuedWriters int
+	// Capacity, Used and QueuedPermits are a semaphore's permits: its
+	// capacity (0 if not set), those held, those waited for.
+	Capacity, Used, QueuedPermits int
+	Watchers                      int // connections subscribed to a plain mutex's release channel
+}
+
+// Locked reports whether anyone holds the lock.
+func (s State) Locked() bool { return len(s.Holders) > 0 }
+
+// Holder returns the holder of a mutex (the first holder of a read-write
+// lock), or the zero Holder when the lock is free.
+func (s State) Holder() Holder {
+	if len(s.Holders) == 0 {
+		return Holder{}
+	}
+	return s.Holders[0]
+}
+
+// A Holder is one owner that holds a lock.
+type Holder struct {
+	Owner   string // secret: never show it
+	Token   uint64
+	Holds   int
+	Writes  int    // of the holds, those on the write side of a read-write lock
+	Permits int    // a semaphore's permits held (1 for the other kinds)
+	Value   string // an election's leader's value
+	Host    string
+	PID     int
+	Since   time.Time
+	TTL     time.Duration // what is left of the owner's lease
+}
+
+// Inspect reads the state of the named lock.
+func (b *Backend) Inspect(ctx context.Context, name string) (State, error) {
+	k := b.cfg.Keys
+	res, err := inspectScript.Run(ctx, b.rdb, k.script(name, "")).Slice()
+	if err != nil {
+		return State{}, backendErr(ctx, err)
+	}
+	st, err := parseState(res)
+	if err != nil {
+		return State{}, fmt.Errorf("%w: inspect: %w", engine.ErrBackend, err)
+	}
+	if st.Kind == KindMutex || st.Kind == KindUnused {
+		st.Watchers, err = b.watchers(ctx, k.Channel(name))
+	}
+	return st, err
+}
+
+// parseState reads the reply of inspect.lua.
+func parseState(res []any) (State, error) {
+	if len(res) < 9 {
+		return State{}, fmt.Errorf("unexpected reply %v", res)
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	num := func(v any) int64 {
+		if n, ok := v.(int64); ok {
+			return n
+		}
+		n, _ := strconv.ParseInt(str(v), 10, 64)
+		return n
+	}
+	st := State{Kind: str(res[0]), TTL: replyTTL(res, 1), LastToken: uint64(num(res[2])),
+		Queued: int(num(res[3])), QueuedReaders: int(num(res[4])), QueuedWriters: int(num(res[5])),
+		Capacity: int(num(res[6])), Used: int(num(res[7])), QueuedPermits: int(num(res[8]))}
+	for _, v := range res[9:] {
+		f, _ := v.([]any)
+		if len(f) != 10 {
+			return State{}, fmt.Errorf("unexpected holder %v", v)
+		}
+		st.Holders = append(st.Holders, Holder{
+			Owner: str(f[0]), Token: uint64(num(f[1])), Holds: int(num(f[2])), Host: str(f[3]),
+			PID: int(num(f[4])), Since: time.UnixMilli(num(f[5])), TTL: time.Duration(num(f[6])) * time.Millisecond,
+			Writes: int(num(f[7])), Permits: int(num(f[8])), Value: str(f[9]),
+		})
+	}
+	if st.Kind == KindUnused && len(st.Holders) > 0 {
+		st.Kind = KindMutex
+	}
+	return st, nil
+}
+
+func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
+	var m map[string]int64
+	var err error
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		// Sharded subscriptions are counted by the node of the slot.
+		node, nerr := cc.MasterForKey(ctx, channel)
+		if nerr != nil {
+			return 0, backendErr(ctx, nerr)
+		}
+		m, err = node.PubSubShardNumSub(ctx, channel).Result()
+	} else {
+		m, err = b.rdb.PubSubNumSub(ctx, channel).Result()
+	}
+	if err != nil {
+		return 0, backendErr(ctx, err)
+	}
+	return int(m[channel]), nil
+}
+
+// ForceUnlock deletes the named lock whoever holds it (every holder of a
+// read-write lock) and hands it on: a plain mutex's waiters are told, a
+// fair mutex or a read-write lock goes to the first in line. It reports
+// whether there was a lock to delete.
+func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
+	k := b.cfg.Keys
+	n, err := forceUnlockScript.Run(ctx, b.rdb, k.script(name, ""),
+		k.Channel(name), b.publishMode(), b.retention()).Int64()
+	if err != nil {
+		return false, backendErr(ctx, err)
+	}
+	return n == 1, nil
+}

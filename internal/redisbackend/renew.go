@@ -1,0 +1,174 @@
+package redisbackend
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/redis/go-redis/v9"
+)
+
+// renewChunkSize is how many locks one renew script covers.
+const renewChunkSize = 256
+
+// A renewScriptKind is what a renewal chunk's script does.
+type renewScriptKind int
+
+const (
+	renewLeases   renewScriptKind = iota // renew.lua: leases of plain and fair mutexes
+	renewHolders                         // rw_renew.lua: leases of read-write lock holders
+	refreshPlaces                        // refresh.lua: places in queues
+)
+
+// A renewChunk is one renew or refresh script call: up to renewChunkSize
+// requests of one slot.
+type renewChunk struct {
+	kind renewScriptKind
+	idx  []int // positions in the batch
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+}
+
+func (c *renewChunk) script() *redis.Script {
+	switch c.kind {
+	case renewHolders:
+		return sharedRenewScript
+	case refreshPlaces:
+		return refreshScript
+	}
+	return renewScript
+}
+
+// Renew implements engine.Backend. Each Redis node gets one pipeline, all
+// of them at once: one round trip per node, whatever the number of locks
+// and places, and a node that does not answer holds up only its own
+// outcomes.
+func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(int, engine.Grant, error)) {
+	var chunks []*renewChunk
+	type group struct {
+		slot int
+		kind renewScriptKind
+	}
+	open := map[group]*renewChunk{} // chunk being filled
+	k := b.cfg.Keys
+	for i, r := range rs {
+		g := group{kind: renewLeases}
+		switch {
+		case r.Queue > 0:
+			g.kind = refreshPlaces
+		case r.Kind == engine.Read || r.Kind == engine.Write || r.Kind == engine.Semaphore:
+			g.kind = renewHolders
+		}
+		if b.sharded {
+			g.slot = Slot(r.Name)
+		}
+		c := open[g]
+		if c == nil || len(c.idx) == renewChunkSize {
+			c = &renewChunk{kind: g.kind}
+			open[g] = c
+			chunks = append(chunks, c)
+		}
+		c.idx = append(c.idx, i)
+		switch g.kind {
+		case refreshPlaces:
+			c.keys = append(c.keys, k.script(r.Name, r.Owner)...)
+			capacity := 0
+			if r.Kind == engine.Semaphore {
+				capacity = r.Capacity
+			}
+			c.args = append(c.args, r.Owner, r.Lease.Milliseconds(), r.Queue.Milliseconds(), r.Seq,
+				b.retention(), b.publishMode(), capacity)
+		case renewHolders:
+			c.keys = append(c.keys, k.Lock(r.Name), k.Holders(r.Name))
+			c.args = append(c.args, r.Owner, r.Lease.Milliseconds(), r.Seq)
+		default:
+			c.keys = append(c.keys, k.Lock(r.Name))
+			c.args = append(c.args, r.Owner, r.Lease.Milliseconds(), r.Seq)
+		}
+	}
+	groups := b.byNode(ctx, chunks)
+	if len(groups) == 1 {
+		b.renewChunks(ctx, groups[0], report)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.renewChunks(ctx, g, report)
+		}()
+	}
+	wg.Wait()
+}
+
+// byNode groups chunks by the master that serves their slot (one group on
+// a standalone or Sentinel client). A slot whose master is unknown goes
+// with the others of unknown master; the cluster pipeline still routes it.
+func (b *Backend) byNode(ctx context.Context, chunks []*renewChunk) [][]*renewChunk {
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok {
+		return [][]*renewChunk{chunks}
+	}
+	var groups [][]*renewChunk
+	at := map[string]int{}
+	for _, c := range chunks {
+		addr := ""
+		if node, err := cc.MasterForKey(ctx, c.keys[0]); err == nil {
+			addr = node.Options().Addr
+		}
+		i, ok := at[addr]
+		if !ok {
+			i = len(groups)
+			at[addr] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups
+}
+
+// renewChunks sends chunks in one pipeline and reports every outcome.
+func (b *Backend) renewChunks(ctx context.Context, chunks []*renewChunk, report func(int, engine.Grant, error)) {
+	run := func(eval func(redis.Pipeliner, *renewChunk) *redis.Cmd, which []*renewChunk) {
+		pipe := b.rdb.Pipeline()
+		for _, c := range which {
+			c.cmd = eval(pipe, c)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
+		return c.script().EvalSha(ctx, p, c.keys, c.args...)
+	}, chunks)
+	// Scripts flushed or never loaded: send the failed chunks in full.
+	var again []*renewChunk
+	for _, c := range chunks {
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			again = append(again, c)
+		}
+	}
+	if len(again) > 0 {
+		run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
+			return c.script().Eval(ctx, p, c.keys, c.args...)
+		}, again)
+	}
+	for _, c := range chunks {
+		vals, err := c.cmd.Slice()
+		if err == nil && len(vals) != len(c.idx) {
+			err = fmt.Errorf("renew: %d replies for %d requests", len(vals), len(c.idx))
+		}
+		for j, i := range c.idx {
+			switch {
+			case err != nil:
+				report(i, engine.Grant{}, backendErr(ctx, err))
+			case c.kind == refreshPlaces:
+				g, err := refreshOutcome(vals[j])
+				report(i, g, err)
+			default:
+				report(i, engine.Grant{}, renewOutcome(vals[j]))
+			}
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package redisbackend
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/distlock/distlock/internal/engine"
+)
+
+// acquireOutcome reads the reply of acquire.lua, fair_acquire.lua,
+// rw_acquire.lua or sem_acquire.lua: {1, token, holds} or {1, token, holds,
+// gseq, glease} (acquired), {2, pttl} (queued), {0, pttl} (not acquired),
+// {-1} (another kind), {-3} (a write re-entry by an owner that only
+// reads), {-4, cap} (more permits than the capacity); sem_acquire.lua adds
+// the capacity as the last element of the first three.
+func acquireOutcome(res []any) (engine.Grant, error) {
+	code, ok := replyInt(res, 0)
+	var capacity int64
+	if ok && (code == 1 && len(res) == 6 || (code == 0 || code == 2) && len(res) == 3) {
+		capacity, _ = replyInt(res, len(res)-1)
+		res = res[:len(res)-1]
+	}
+	switch {
+	case !ok:
+	case code == -1:
+		return engine.Grant{}, engine.ErrWrongKind
+	case code == -3:
+		return engine.Grant{}, fmt.Errorf("%w: the owner only reads now", engine.ErrDeadlock)
+	case code == -4:
+		c, _ := replyInt(res, 1)
+		return engine.Grant{Capacity: int(c)}, fmt.Errorf("%w: more permits than the semaphore's %d", engine.ErrInvalidOption, c)
+	case code == 0 || code == 2:
+		return engine.Grant{Queued: code == 2, TTL: replyTTL(res, 1), Capacity: int(capacity)}, nil
+	case code == 1 && (len(res) == 3 || len(res) == 5):
+		tok, err := replyToken(res, 1)
+		holds, ok := replyInt(res, 2)
+		if err != nil || !ok {
+			break
+		}
+		g := engine.Grant{Acquired: true, Token: tok, Holds: int(holds), Capacity: int(capacity)}
+		if len(res) == 5 {
+			seq, ok1 := replyInt(res, 3)
+			lease, ok2 := replyInt(res, 4)
+			if !ok1 || !ok2 {
+				break
+			}
+			g.Seq, g.Lease = uint64(seq), time.Duration(lease)*time.Millisecond
+		}
+		return g, nil
+	}
+	return engine.Grant{}, fmt.Errorf("unexpected reply %v", res)
+}
+
+// refreshOutcome reads one reply of refresh.lua: {1, token, gseq, glease}
+// (acquired), {2, pttl} (queued), {0} (no place).
+func refreshOutcome(v any) (engine.Grant, error) {
+	res, _ := v.([]any)
+	code, ok := replyInt(res, 0)
+	switch {
+	case !ok:
+	case code == 0:
+		return engine.Grant{}, fmt.Errorf("%w: the place in the queue is gone", engine.ErrNotHeld)
+	case code == 2:
+		return engine.Grant{Queued: true, TTL: replyTTL(res, 1)}, nil
+	case code == 1 && len(res) == 4:
+		tok, err := replyToken(res, 1)
+		seq, ok1 := replyInt(res, 2)
+		lease, ok2 := replyInt(res, 3)
+		if err == nil && ok1 && ok2 {
+			return engine.Grant{Acquired: true, Token: tok, Seq: uint64(seq), Lease: time.Duration(lease) * time.Millisecond}, nil
+		}
+	}
+	return engine.Grant{}, fmt.Errorf("%w: refresh: unexpected reply %v", engine.ErrBackend, res)
+}
+
+// renewOutcome reads one reply of renew.lua or rw_renew.lua.
+func renewOutcome(v any) error {
+	switch n, _ := v.(int64); n {
+	case 1:
+		return nil
+	case 2:
+		return engine.ErrSuperseded
+	}
+	return fmt.Errorf("%w: renewal found another owner or none", engine.ErrNotHeld)
+}
+
+// replyInt reads element i of a script's reply as an integer.
+func replyInt(res []any, i int) (int64, bool) {
+	if i >= len(res) {
+		return 0, false
+	}
+	n, ok := res[i].(int64)
+	return n, ok
+}
+
+// replyTTL reads element i of a script's reply, a PTTL: negative when the
+// key has no expiry or does not exist.
+func replyTTL(res []any, i int) time.Duration {
+	if ms, ok := replyInt(res, i); ok && ms >= 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return -1
+}
+
+// replyToken reads element i of a script's reply, a fencing token: a
+// string (the hash field) or an integer.
+func replyToken(res []any, i int) (uint64, error) {
+	if i >= len(res) {
+		return 0, errors.New("no token")
+	}
+	return strconv.ParseUint(fmt.Sprint(res[i]), 10, 64)
+}

@@ -1,0 +1,78 @@
+-- refresh.lua: keep the places of many waiters (fair mutexes, read-write
+-- locks, semaphores) in one call, batched with renewals, and tell each
+-- whether it holds the lock now. lib.lua is prepended; its header
+-- describes the keys and the queue.
+--
+-- For waiter i (from 1), with k = 8(i-1) and a = 7(i-1):
+-- KEYS[k+1..k+6]  L, F, Q, QT, QI, H of its lock
+-- KEYS[k+7]       the abandonment mark of the waiter
+-- KEYS[k+8]       C, the capacity of a semaphore
+-- ARGV[a+1]  owner id
+-- ARGV[a+2]  lease in ms, asked for when the lock is granted
+-- ARGV[a+3]  queue timeout in ms: the place lasts that long from now
+-- ARGV[a+4]  the request's number, increasing per owner
+-- ARGV[a+5]  how long the fencing counter outlives its last use, in ms
+-- ARGV[a+6]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
+-- ARGV[a+7]  a semaphore's capacity as the waiter knows it: C is set to it
+--            if it has expired (0 for the other kinds)
+--
+-- Returns one reply per waiter:
+--   {1, token, gseq, glease}  the waiter holds the lock: granted by
+--                     someone else's script, or taken now (the lock admits
+--                     it and it was first in line: a holder's lease ended
+--                     without a release). gseq is the number of the
+--                     waiter's last request applied before the grant; the
+--                     lock lasts at least glease after that request was
+--                     applied (see fair_take).
+--   {2, pttl}         still waiting; pttl is the lock's remaining lease if
+--                     the waiter is first in line, else -1
+--   {0}               no place: it expired (the waiter was paused or cut
+--                     off for longer than its queue timeout) or the waiter
+--                     was abandoned. A refresh never makes a place: one
+--                     that arrives late cannot queue an owner that has
+--                     moved on.
+--
+-- A request numbered below the last one applied changes nothing: its
+-- place lasts as the later request set it.
+
+local out = {}
+local now = clock()
+for i = 1, #KEYS / 8 do
+  local k = {unpack(KEYS, 8 * i - 7, 8 * i)}
+  local a = 7 * (i - 1)
+  local owner, lease, wait, seq, retention, mode, capacity =
+    ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6],
+    tonumber(ARGV[a + 7])
+  purge_places(k, now)
+  local kind = redis.call('HGET', k[1], 'kind')
+  if kind == 'rw' or kind == 'sem' then
+    shared_purge(k, now)
+  end
+  if capacity > 0 then
+    redis.call('SET', k[8], capacity, 'NX', 'PX', retention)
+  end
+  local token, gseq, glease = holding(k, owner)
+  local info = redis.call('HGET', k[5], owner)
+  if token then
+    out[i] = {1, token, gseq, glease}
+  elseif info == false or redis.call('GET', k[7]) then
+    out[i] = {0}
+  else
+    local side, n, last, _, _, channel, pid, host = place_info(info)
+    if seq > last then
+      redis.call('HSET', k[5], owner, place_value(side, n, seq, lease, wait, channel, pid, host))
+      redis.call('ZADD', k[4], int(now + wait), owner)
+      queue_ttl(k, now)
+    end
+    settle(k, retention, mode, now, owner) -- the lock may admit waiters now
+    token, gseq, glease = holding(k, owner)
+    if token then
+      out[i] = {1, token, gseq, glease}
+    elseif head(k) == owner then
+      out[i] = {2, redis.call('PTTL', k[1])}
+    else
+      out[i] = {2, -1}
+    end
+  end
+end
+return out

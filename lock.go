@@ -1,0 +1,86 @@
+package distlock
+
+import (
+	"context"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/internal/redisbackend"
+)
+
+// lock is what every kind of lock has: its Client, its name, and the error
+// that its name and options make every method return.
+type lock struct {
+	c    *Client
+	name string
+	err  error
+}
+
+// acquire takes the lock as spec says: Lock with wait, TryLock without.
+func (lk *lock) acquire(ctx context.Context, spec engine.Spec, wait bool) (*Lease, error) {
+	if lk.err != nil {
+		return nil, lk.err
+	}
+	l, err := lk.c.engine.Acquire(ctx, spec, wait)
+	if err != nil {
+		return nil, err
+	}
+	return &Lease{l: l}, nil
+}
+
+// state reads the lock's state.
+func (lk *lock) state(ctx context.Context) (redisbackend.State, error) {
+	if lk.err != nil {
+		return redisbackend.State{}, lk.err
+	}
+	if err := lk.c.usable(); err != nil {
+		return redisbackend.State{}, err
+	}
+	return lk.c.backend.Inspect(ctx, lk.name)
+}
+
+// forceUnlock deletes the lock whoever holds it.
+func (lk *lock) forceUnlock(ctx context.Context) (bool, error) {
+	if lk.err != nil {
+		return false, lk.err
+	}
+	if err := lk.c.usable(); err != nil {
+		return false, err
+	}
+	return lk.c.backend.ForceUnlock(ctx, lk.name)
+}
+
+// A Kind is the kind of lock a name is in use as. A name is used by one
+// kind at a time: acquiring it as another kind fails with ErrWrongKind.
+type Kind string
+
+// The kinds of lock.
+const (
+	KindFree      Kind = ""          // nobody holds the name or waits for it
+	KindMutex     Kind = "mutex"     // Client.Mutex
+	KindFair      Kind = "fair"      // Client.FairMutex
+	KindElection  Kind = "election"  // Client.Election
+	KindRW        Kind = "rw"        // Client.RWMutex
+	KindSemaphore Kind = "semaphore" // Client.Semaphore
+)
+
+// kindOf names the kind that the backend reports.
+func kindOf(k string) Kind {
+	switch k {
+	case redisbackend.KindMutex:
+		return KindMutex
+	case redisbackend.KindFair:
+		return KindFair
+	case redisbackend.KindElect:
+		return KindElection
+	case redisbackend.KindRW:
+		return KindRW
+	case redisbackend.KindSem:
+		return KindSemaphore
+	}
+	return KindFree
+}
+
+// holder describes a holder without its secret owner id.
+func holder(h redisbackend.Holder) Holder {
+	return Holder{ID: redisbackend.OwnerID(h.Owner), Host: h.Host, PID: h.PID, Since: h.Since}
+}

@@ -1,0 +1,287 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redistest"
+)
+
+// oncePer is the body of a "once-per" helper process: for duration, it
+// calls OncePer(name, period) every 10 to 40 ms, and prints "ran PERIOD
+// TOKEN" for each run it made.
+func oncePer(ctx context.Context, c *distlock.Client, name string, period, duration time.Duration) int {
+	end := time.Now().Add(duration)
+	for time.Now().Before(end) {
+		var inJob uint64
+		run, err := c.OncePer(ctx, name, period, func(ctx context.Context, token uint64) error {
+			p, ok := distlock.RunPeriod(ctx)
+			if !ok {
+				return errors.New("RunPeriod: no period in the job's context")
+			}
+			inJob = p
+			time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond) // a short job
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if run.State == distlock.RanHere && inJob != run.Period {
+			fmt.Fprintf(os.Stderr, "the job ran for period %d, OncePer says %d\n", inJob, run.Period)
+			return 1
+		}
+		if run.State == distlock.RanHere {
+			fmt.Println("ran", run.Period, run.Token)
+		}
+		time.Sleep(time.Duration(10+rand.IntN(30)) * time.Millisecond)
+	}
+	return 0
+}
+
+// Three processes call OncePer every few tens of milliseconds for 20
+// periods of 200 ms: exactly one run per period, by tokens that increase.
+func TestOncePerAcrossProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	const period, periods = 200 * time.Millisecond, 20
+	start := time.Now()
+	var hs []*helper
+	for p := 0; p < 3; p++ {
+		hs = append(hs, startHelper(t, "once-per", srv.URL(), "report", period.String(), (periods*period).String()))
+	}
+	runs := map[uint64][]uint64{}
+	for _, h := range hs {
+		for line := range h.lines {
+			f := strings.Fields(line)
+			if len(f) != 3 || f[0] != "ran" {
+				continue
+			}
+			var p, tok uint64
+			fmt.Sscan(f[1], &p)
+			fmt.Sscan(f[2], &tok)
+			runs[p] = append(runs[p], tok)
+		}
+		if err := h.wait(t); err != nil {
+			t.Fatalf("helper: %v", err)
+		}
+	}
+	// Every period wholly inside the run: exactly one run.
+	first := uint64(start.UnixMilli()/period.Milliseconds()) + 1
+	last := first + periods - 3
+	for p := first; p <= last; p++ {
+		if len(runs[p]) != 1 {
+			t.Errorf("period %d: %d runs %v, want exactly 1", p, len(runs[p]), runs[p])
+		}
+	}
+	for p, toks := range runs {
+		if len(toks) > 1 {
+			t.Errorf("period %d ran %d times", p, len(toks))
+		}
+	}
+}
+
+// OncePer always says what became of the job, even when the lock changes
+// hands under it without a record (here a plain Mutex of the same name
+// taken and released in a loop): never a Run with no state and no error.
+func TestOncePerLockChangesHands(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	other, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	var name atomic.Value // the job's name: a new one each round
+	name.Store("flicker-0")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if l, err := other.Mutex(name.Load().(string)).TryLock(ctx); err == nil {
+				l.Unlock(ctx)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	states := map[distlock.RunState]int{}
+	for i := range 300 {
+		n := fmt.Sprintf("flicker-%d", i)
+		name.Store(n)
+		run, err := c.OncePer(ctx, n, time.Hour, func(context.Context, uint64) error { return nil })
+		switch {
+		case err != nil && !errors.Is(err, distlock.ErrNotAcquired):
+			t.Fatal(err)
+		case err == nil && run.State == 0:
+			t.Fatalf("round %d: OncePer returned no state and no error: %+v", i, run)
+		}
+		states[run.State]++
+	}
+	if states[distlock.RanHere] == 0 || states[distlock.RunningElsewhere] == 0 {
+		t.Fatalf("outcomes %v: want some runs and some found running", states)
+	}
+}
+
+// A job whose lock is lost while it runs is not recorded: OncePer says so
+// (ErrLockLost) and the next caller in the same period runs it.
+func TestOncePerLostLockNotRecorded(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	ops, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	const period = time.Hour
+	run, err := c.OncePer(ctx, "lost", period, func(ctx context.Context, _ uint64) error {
+		if _, err := ops.Mutex("lost").ForceUnlock(ctx); err != nil {
+			return err
+		}
+		<-ctx.Done() // the lease's context: the loss is seen at the next renewal
+		return nil
+	}, distlock.WithTTL(300*time.Millisecond))
+	if run.State != distlock.RanHere || !errors.Is(err, distlock.ErrLockLost) {
+		t.Fatalf("OncePer whose lock was lost: %+v, %v; want ran here and ErrLockLost", run, err)
+	}
+	again, err := c.OncePer(ctx, "lost", period, func(context.Context, uint64) error { return nil })
+	if err != nil || again.State != distlock.RanHere || again.Period != run.Period {
+		t.Fatalf("the next call in the same period: %+v, %v; want it to run", again, err)
+	}
+	if done, err := c.OncePer(ctx, "lost", period, func(context.Context, uint64) error { return nil }); err != nil || done.State != distlock.AlreadyDone || done.Token != again.Token {
+		t.Fatalf("after a recorded run: %+v, %v; want already done by token %d", done, err, again.Token)
+	}
+}
+
+// Of concurrent callers of Once, one runs the job and the others wait for
+// its outcome and are told it was done, by whom and how it ended; a later
+// caller is told so at once.
+func TestOnceConcurrentCallers(t *testing.T) {
+	srv := redistest.Start(t)
+	c1, _ := newClient(t, srv)
+	c2, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	var ran atomic.Int32
+	job := func(ctx context.Context, token uint64) error {
+		ran.Add(1)
+		time.Sleep(100 * time.Millisecond)
+		return errors.New("config half loaded")
+	}
+	var wg sync.WaitGroup
+	runs := make([]distlock.Run, 6)
+	errs := make([]error, 6)
+	for i := range runs {
+		c := c1
+		if i%2 == 1 {
+			c = c2
+		}
+		wg.Go(func() { runs[i], errs[i] = c.Once(ctx, "config:init", time.Hour, job) })
+	}
+	wg.Wait()
+	if ran.Load() != 1 {
+		t.Fatalf("the job ran %d times", ran.Load())
+	}
+	here := 0
+	for i, r := range runs {
+		switch r.State {
+		case distlock.RanHere:
+			here++
+			if errs[i] == nil || !strings.Contains(errs[i].Error(), "config half loaded") {
+				t.Errorf("the runner's error: %v, want the job's", errs[i])
+			}
+		case distlock.AlreadyDone:
+			if errs[i] != nil || r.Err != "config half loaded" || r.By.PID != os.Getpid() || r.At.IsZero() {
+				t.Errorf("a waiting caller: %+v, %v", r, errs[i])
+			}
+		default:
+			t.Errorf("caller %d: %+v, %v", i, r, errs[i])
+		}
+	}
+	if here != 1 {
+		t.Fatalf("%d callers ran it", here)
+	}
+	if r, err := c2.Once(ctx, "config:init", time.Hour, job); err != nil || r.State != distlock.AlreadyDone {
+		t.Fatalf("a later caller: %+v, %v", r, err)
+	}
+}
+
+// onceStuck is the body of a "once-stuck" helper process: it runs a job
+// under Once that never ends, printing "running" once inside.
+func onceStuck(ctx context.Context, c *distlock.Client, key string) int {
+	_, err := c.Once(ctx, key, time.Hour, func(ctx context.Context, token uint64) error {
+		fmt.Println("running")
+		select {}
+	}, distlock.WithTTL(time.Second))
+	fmt.Fprintln(os.Stderr, err)
+	return 1
+}
+
+// A caller that dies halfway through a Once leaves the key runnable again
+// once its lease ends: the next caller runs the job.
+func TestOnceRunnerCrashes(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	h := startHelper(t, "once-stuck", srv.URL(), "migrate")
+	h.expect(t, "running")
+	h.signal(t, syscall.SIGKILL)
+	ran := false
+	run, err := c.Once(ctx, "migrate", time.Hour, func(ctx context.Context, token uint64) error {
+		ran = true
+		return nil
+	}, distlock.WithTTL(time.Second))
+	if err != nil || run.State != distlock.RanHere || !ran {
+		t.Fatalf("after the runner died: %+v, %v, ran %v", run, err, ran)
+	}
+}
+
+// Do takes any Locker, runs the job with its lease and unlocks, even when
+// the job panics; the job's error comes back joined with the unlock's.
+func TestDo(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	rw := c.RWMutex("do-rw")
+	sem := c.Semaphore("do-sem", 2)
+	lockers := map[string]distlock.Locker{
+		"Mutex":      c.Mutex("do-m"),
+		"FairMutex":  c.FairMutex("do-f"),
+		"RWMutex":    rw,
+		"RLocker":    rw.RLocker(),
+		"Semaphore":  sem.Locker(2),
+		"MultiMutex": c.MultiMutex([]string{"do-a", "do-b"}),
+	}
+	boom := errors.New("boom")
+	for name, l := range lockers {
+		var token uint64
+		err := distlock.Do(ctx, l, func(ctx context.Context, tok uint64) error {
+			token = tok
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) || token == 0 {
+			t.Errorf("%s: %v (token %d), want the job's error", name, err, token)
+		}
+		// Unlocked: it can be taken again at once.
+		if err := distlock.Do(ctx, l, func(context.Context, uint64) error { return nil }); err != nil {
+			t.Errorf("%s taken again: %v", name, err)
+		}
+	}
+	func() {
+		defer func() { recover() }()
+		distlock.Do(ctx, c.Mutex("do-panic"), func(context.Context, uint64) error { panic("job panics") })
+	}()
+	if info, _ := c.Mutex("do-panic").Inspect(ctx); info.Locked {
+		t.Fatal("a panicking job left the lock held")
+	}
+}
