@@ -46,6 +46,12 @@ func TestBadInput(t *testing.T) {
 		{"two names", []string{"run", "--redis", url, "bad", "worse", "--", "true"}, exitUsage},
 		{"bad duration", []string{"run", "--redis", url, "--wait", "soon", "bad", "--", "true"}, exitUsage},
 		{"ttl too short", []string{"run", "--redis", url, "--ttl", "1ms", "bad", "--", "true"}, exitUsage},
+		{"bad --fair", []string{"run", "--redis", url, "--fair=maybe", "bad", "--", "true"}, exitUsage},
+		{"queue timeout too short", []string{"run", "--redis", url, "--fair", "--queue-timeout", "99ms", "bad", "--", "true"}, exitUsage},
+		{"queue timeout too long", []string{"run", "--redis", url, "--fair", "--queue-timeout", "61m", "bad", "--", "true"}, exitUsage},
+		{"queue timeout zero", []string{"run", "--redis", url, "--fair", "--queue-timeout", "0", "bad", "--", "true"}, exitUsage},
+		{"queue timeout not a duration", []string{"run", "--redis", url, "--fair", "--queue-timeout", "soon", "bad", "--", "true"}, exitUsage},
+		{"queue timeout without --fair", []string{"run", "--redis", url, "--queue-timeout", "10s", "bad", "--", "true"}, exitUsage},
 		{"bad prefix", []string{"run", "--redis", url, "--prefix", "a{b", "bad", "--", "true"}, exitUsage},
 		{"bad URL", []string{"run", "--redis", "http://" + srv.Addr(), "bad", "--", "true"}, exitUsage},
 		{"empty name", []string{"run", "--redis", url, "", "--", "true"}, exitBadName},
@@ -118,9 +124,16 @@ func TestHelp(t *testing.T) {
 			}
 		}
 	}
-	r := run(t, "--help")
+	r := run(t, "run", "--help")
 	r.wantCode(t, 0)
-	for _, want := range []string{"Commands:", "Exit statuses:", "75", "Examples:"} {
+	for _, want := range []string{"--fair\n", "--shared\n", "--exclusive\n", "DISTLOCK_MODE", "--queue-timeout DURATION", "(default 5s)", "78"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("distlock run --help: no %q in:\n%s", want, r.stdout)
+		}
+	}
+	r = run(t, "--help")
+	r.wantCode(t, 0)
+	for _, want := range []string{"Commands:", "Exit statuses:", "75", "78", "Examples:"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("distlock --help: no %q in:\n%s", want, r.stdout)
 		}

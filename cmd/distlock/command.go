@@ -36,7 +36,7 @@ type commandLine struct {
 }
 
 // commands lists the subcommands, in the order of the help text.
-var commands = []*command{runCommand, statusCommand, listCommand, unlockCommand, demoCommand, demoWorkerCommand}
+var commands = []*command{runCommand, statusCommand, listCommand, unlockCommand, permitsCommand, demoCommand, demoWorkerCommand}
 
 func lookup(name string) *command {
 	for _, c := range commands {
@@ -163,6 +163,7 @@ Exit statuses:
 %s
 Examples:
   distlock run --wait 0 nightly-report -- /usr/local/bin/report
+  distlock run --semaphore 4 partner-api -- ./sync-orders.sh
   distlock status nightly-report
   distlock list 'nightly-*'
   distlock demo

@@ -33,13 +33,6 @@ func formatAge(t time.Time) string {
 	return d.String()
 }
 
-// heldBy describes who holds a locked lock, for messages:
-// "held by HOST/PID for AGE, ttl TTL".
-func heldBy(info distlock.LockInfo) string {
-	return fmt.Sprintf("held by %s for %s, ttl %s",
-		holderString(info.Holder), formatAge(info.Holder.Since), formatTTL(info.TTL))
-}
-
 // msDuration converts milliseconds to a Duration.
 func msDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond

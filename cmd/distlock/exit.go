@@ -21,21 +21,31 @@ const (
 	exitLockLost    = 70  // EX_SOFTWARE: the lock was lost while the command ran
 	exitNotAcquired = 75  // EX_TEMPFAIL: the lock is held by someone else
 	exitNoPerm      = 77  // EX_NOPERM: Redis refused the user name or password
+	exitWrongKind   = 78  // EX_CONFIG: the lock is in use as another kind, or a semaphore has fewer permits than asked for
 	exitCannotExec  = 126 // the command is not executable
 	exitNotFound    = 127 // the command was not found
 	exitSignal      = 128 // plus the signal number: killed or interrupted by a signal
 )
 
 // exitStatusTable documents the exit statuses for the help texts.
-const exitStatusTable = `  0      success; for run: the command succeeded
+const exitStatusTable = `  0      success; for run: the command succeeded, or (--once-per) it
+         ran or runs elsewhere in this period
   1-125  for run: the exit status of the command
   1      any other error
   64     usage error: unknown flag, missing argument or "--", bad value
   65     invalid lock name (empty, too long, braces, control characters)
   69     Redis unavailable: unreachable, timed out, failing, or older than 6.2
   70     run: the lock was lost while the command ran; the command was stopped
-  75     run: not acquired: the lock is held by someone else (after --wait)
+  75     run: not acquired: the lock is held by someone else, or a
+         semaphore's permits are taken (after --wait), or others queue
+         for it (--wait 0 with --fair, --shared, --exclusive or
+         --semaphore), or (--once-per, rarely) the lock kept changing
+         hands while run looked for the run of the period
   77     Redis refused the user name or password
+  78     run, permits: the lock is in use as another kind (plain, fair,
+         read-write or semaphore): the users of a lock disagree on
+         --fair, --shared, --exclusive and --semaphore; or run: the
+         semaphore has fewer permits in Redis than --permits
   126    run: the command is not executable
   127    run: the command was not found
   128+N  run: the command was killed by signal N, or distlock was
@@ -117,6 +127,10 @@ func exitStatus(err error) int {
 		return exitBadName
 	case isAuthError(err):
 		return exitNoPerm
+	case errors.Is(err, distlock.ErrWrongKind):
+		// Before ErrNotAcquired, which it wraps: the answer came from
+		// Redis, which is available.
+		return exitWrongKind
 	case errors.Is(err, distlock.ErrBackend), errors.Is(err, distlock.ErrUnsupported),
 		errors.Is(err, context.DeadlineExceeded):
 		return exitUnavailable

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 )
 
 var listCommand = &command{
@@ -14,10 +15,21 @@ var listCommand = &command{
 	synopsis: "[flags] [PATTERN]",
 	summary:  "list the locks that are held, with their holders and TTLs",
 	doc: `List prints a table of the locks that are held now whose names match the
-glob PATTERN (default "*": all), with their holders, remaining leases,
-fencing tokens and waiters. It finds them with SCAN, never KEYS, so it
-does not block Redis, but a lock taken or released while it runs may or
-may not be listed. Only locks under --prefix are listed.
+glob PATTERN (default "*": all), with their kinds, holders, remaining
+leases, fencing tokens and waiters (for a fair or read-write lock or a
+semaphore, the length of its queue; for an election, its candidates). It
+finds them with SCAN, never KEYS, so it does not block Redis, but a lock
+taken or released while it runs may or may not be listed. Only locks
+under --prefix are listed.
+
+The KIND of a mutex is "plain" or "fair". A read-write lock's is
+"exclusive" while a writer holds it, and "shared" while readers do: its
+HOLDER is then the reader, or how many readers there are, with the
+earliest SINCE, the longest TTL and the highest TOKEN among them. A
+semaphore's is "semaphore" followed by its permits in use and its
+capacity ("semaphore 2/4"); its HOLDER is its holder, or how many
+holders there are, as for readers. An election's is "election", and its
+HOLDER is its leader.
 
 With --json it prints a JSON array of objects with the fields described in
 "distlock status --help".
@@ -60,12 +72,12 @@ func list(rf *redisFlags, pattern string, asJSON bool) error {
 	}
 	states := make([]lockState, 0, len(names))
 	for _, name := range names {
-		info, err := s.client.Mutex(name).Inspect(ctx)
+		v, err := s.inspect(ctx, name)
 		if err != nil {
 			return s.failure(err)
 		}
-		if info.Locked { // else released since the scan
-			states = append(states, newLockState(info))
+		if v.locked() { // else released since the scan
+			states = append(states, newLockState(v))
 		}
 	}
 	if asJSON {
@@ -79,11 +91,58 @@ func list(rf *redisFlags, pattern string, asJSON bool) error {
 func writeTable(w io.Writer, states []lockState) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintln(tw, "NAME\tHOLDER\tSINCE\tTTL\tTOKEN\tWAITERS")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tSINCE\tTTL\tTOKEN\tWAITERS")
 	for _, st := range states {
-		h := st.Holder
-		fmt.Fprintf(tw, "%s\t%s/%d\t%s\t%s\t%d\t%d\n",
-			st.Name, h.Host, h.PID, h.Since.Local().Format("2006-01-02 15:04:05"),
-			formatTTL(msDuration(st.TTLMillis)), st.Token, st.Waiters)
+		kind, holder, since, ttl, token := st.Kind, "", time.Time{}, st.TTLMillis, st.Token
+		switch {
+		case st.Holder != nil:
+			holder, since = fmt.Sprintf("%s/%d", st.Holder.Host, st.Holder.PID), st.Holder.Since
+		case len(st.Readers) == 1:
+			r := st.Readers[0]
+			holder, since, ttl, token = fmt.Sprintf("%s/%d", r.Host, r.PID), r.Since, r.TTLMillis, r.Token
+		case len(st.Readers) > 1:
+			holder = plural(len(st.Readers), "reader")
+			since, ttl, token = holdersSpan(len(st.Readers), func(i int) (time.Time, int64, uint64) {
+				return st.Readers[i].Since, st.Readers[i].TTLMillis, st.Readers[i].Token
+			})
+		case len(st.Holders) == 1:
+			h := st.Holders[0]
+			holder, since, ttl, token = fmt.Sprintf("%s/%d", h.Host, h.PID), h.Since, h.TTLMillis, h.Token
+		default:
+			holder = plural(len(st.Holders), "holder")
+			since, ttl, token = holdersSpan(len(st.Holders), func(i int) (time.Time, int64, uint64) {
+				return st.Holders[i].Since, st.Holders[i].TTLMillis, st.Holders[i].Token
+			})
+		}
+		switch {
+		case st.Mode != "":
+			kind = st.Mode
+		case st.Kind == kindSemaphore.String():
+			kind = fmt.Sprintf("%s %d/%d", st.Kind, st.InUse, st.Capacity)
+		case kind == "":
+			kind = "-" // taken between the reads of its kind and state (see session.inspect)
+		}
+		waiters := st.Waiters
+		if st.Kind != kindPlain.String() {
+			waiters = st.Queued // a fair or read-write lock's or a semaphore's waiters are in its queue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n",
+			st.Name, kind, holder, since.Local().Format("2006-01-02 15:04:05"),
+			formatTTL(msDuration(ttl)), token, waiters)
 	}
+}
+
+// holdersSpan sums up the n holders of a lock held by several (the
+// readers of a shared lock, the holders of a semaphore), where at(i) is
+// when holder i took the lock, its remaining lease and its token: the
+// earliest time, the longest lease and the highest token.
+func holdersSpan(n int, at func(i int) (time.Time, int64, uint64)) (since time.Time, ttlMillis int64, token uint64) {
+	for i := range n {
+		s, ttl, tok := at(i)
+		if i == 0 || s.Before(since) {
+			since = s
+		}
+		ttlMillis, token = max(ttlMillis, ttl), max(token, tok)
+	}
+	return since, ttlMillis, token
 }

@@ -7,6 +7,7 @@
 //	distlock status [flags] NAME
 //	distlock list [flags] [PATTERN]
 //	distlock unlock --force [flags] NAME
+//	distlock permits [flags] NAME N
 //	distlock demo [flags]
 //	distlock help [COMMAND]
 //	distlock --version
@@ -16,7 +17,13 @@
 // lock's name and its fencing token in the environment variables
 // DISTLOCK_NAME and DISTLOCK_TOKEN. If the lock is lost while COMMAND runs,
 // COMMAND is stopped. Run with --wait 0 makes cron jobs scheduled on several
-// machines run on only one of them: the others exit with status 75.
+// machines run on only one of them: the others exit with status 75. Run
+// with --fair serves the waiters of a lock, on every machine, in the order
+// they arrived; with --shared and --exclusive it takes a side of a
+// read-write lock; with --semaphore N, at most N commands run at once, on
+// every machine together; with --once-per PERIOD, the command runs at
+// most once per period on all machines together, whichever runs first.
+// The permits command sets a semaphore's number of permits.
 //
 // Every command reads the Redis URL from --redis, else from $REDIS_URL, else
 // uses redis://127.0.0.1:6379. See "distlock help COMMAND" for the flags of
@@ -37,7 +44,7 @@ func main() {
 // program name) and returns its exit status.
 func runMain(args []string) int {
 	if len(args) == 0 {
-		return report("distlock", usageErrorf("missing command: run, status, list, unlock or demo (see distlock --help)"))
+		return report("distlock", usageErrorf("missing command: run, status, list, unlock, permits or demo (see distlock --help)"))
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":

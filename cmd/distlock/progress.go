@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/distlock/distlock"
 )
 
 // Progress of a wait for a lock.
@@ -20,11 +18,14 @@ const (
 )
 
 // showProgress reports on stderr, once waiting is signalled and until ctx
-// ends, who holds the lock m that distlock waits for. On a terminal it
-// keeps one line up to date, and erases it at the end. Otherwise it prints
-// a plain line when the wait starts, then when the holder changes (at most
-// every 5 seconds) and at least every minute.
-func showProgress(ctx context.Context, m *distlock.Mutex, waiting <-chan struct{}) {
+// ends, who holds the lock l that distlock waits for and who else waits
+// for it: for a fair lock, how many are in its queue; for a read-write
+// lock, whether it is held shared or exclusively, and how many readers
+// and writers are in its queue. On a terminal it keeps one line up to
+// date, and erases it at the end. Otherwise it prints a plain line when
+// the wait starts, then when the holders change (at most every 5 seconds)
+// and at least every minute.
+func showProgress(ctx context.Context, l locker, waiting <-chan struct{}) {
 	select {
 	case <-waiting:
 	case <-ctx.Done():
@@ -33,26 +34,26 @@ func showProgress(ctx context.Context, m *distlock.Mutex, waiting <-chan struct{
 	tty := isTerminal(2)
 	start := time.Now()
 	var shown bool
-	var lastHolder string
+	var lastHolders string
 	var lastLine time.Time
 	tick := time.NewTicker(progressPoll)
 	defer tick.Stop()
 	for {
-		info, err := m.Inspect(ctx)
+		d, err := l.describe(ctx)
 		if ctx.Err() != nil {
 			break
 		}
 		if err == nil {
-			line := waitingLine(info, time.Since(start))
+			line := waitingLine(d, time.Since(start))
 			switch {
 			case tty:
 				fmt.Fprintf(os.Stderr, "\r%s\x1b[K", line)
 				shown = true
 			case lastLine.IsZero() ||
-				info.Holder.ID != lastHolder && time.Since(lastLine) >= progressQuiet ||
+				d.id != lastHolders && time.Since(lastLine) >= progressQuiet ||
 				time.Since(lastLine) >= progressRepeat:
 				fmt.Fprintf(os.Stderr, "distlock run: %s\n", line)
-				lastHolder, lastLine = info.Holder.ID, time.Now()
+				lastHolders, lastLine = d.id, time.Now()
 			}
 		}
 		select {
@@ -65,12 +66,13 @@ func showProgress(ctx context.Context, m *distlock.Mutex, waiting <-chan struct{
 	}
 }
 
-// waitingLine describes a wait for a lock.
-func waitingLine(info distlock.LockInfo, waited time.Duration) string {
+// waitingLine describes a wait for a lock: "waiting for deploy (12s),
+// held by web-1/4242, ttl 18s, 3 queued". The queue counts this waiter
+// too.
+func waitingLine(d lockDesc, waited time.Duration) string {
 	w := waited.Round(time.Second)
-	if !info.Locked {
-		return fmt.Sprintf("waiting for %s (%v): it is free, acquiring", info.Name, w)
+	if d.free {
+		return fmt.Sprintf("waiting for %s (%v): %s", d.name, w, d.progress())
 	}
-	return fmt.Sprintf("waiting for %s (%v), held by %s, ttl %s",
-		info.Name, w, holderString(info.Holder), formatTTL(info.TTL))
+	return fmt.Sprintf("waiting for %s (%v), %s", d.name, w, d.progress())
 }

@@ -98,12 +98,13 @@ func parseRedisURL(s string) (*redis.Options, error) {
 	return opt, nil
 }
 
-// ready checks, in this order, that the options are valid (without I/O)
-// and that Redis answers and accepts our credentials.
-func (s *session) ready(ctx context.Context, m *distlock.Mutex) error {
+// ready checks, in this order, that the options are valid (without I/O):
+// those of the client, and of the lock l unless it is nil; and that Redis
+// answers and accepts our credentials.
+func (s *session) ready(ctx context.Context, l interface{ Err() error }) error {
 	err := s.client.Err()
-	if m != nil {
-		err = m.Err()
+	if l != nil {
+		err = l.Err()
 	}
 	if err != nil {
 		return err
@@ -124,12 +125,15 @@ func (s *session) ping(ctx context.Context) error {
 }
 
 // failure turns an error of Redis into an exitError: wrong credentials
-// (77) or an unavailable server (69). Other errors are returned as they
-// are.
+// (77) or an unavailable server (69). Other errors, and exitErrors, are
+// returned as they are.
 func (s *session) failure(err error) error {
+	var ee *exitError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &ee):
+		return err
 	case isAuthError(err):
 		return exitf(exitNoPerm, "Redis at %s refused the credentials: %v", s.addr, rootCause(err))
 	case errors.Is(err, distlock.ErrUnsupported):

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -35,11 +37,82 @@ run shows who holds the lock: on one line kept up to date if stderr is a
 terminal, else in a plain line when the wait starts, when the holder
 changes and every minute.
 
+With --fair, the lock is a fair one: its waiters, on every machine, queue
+in Redis and are served in the order they arrived, where the waiters of a
+plain lock race for it when it is released. A waiter that crashed is
+skipped once its place has gone unrefreshed for --queue-timeout. --wait 0
+never queues: it fails (status 75) while anyone holds the lock or waits
+for it. While it waits, run also shows how many wait in the queue. Every
+user of a lock must agree on --fair: when run finds NAME in use as
+another kind (held, or with waiters queued), it does not wait, and exits
+with status 78.
+
+With --shared or --exclusive, NAME is a read-write lock: any number of
+--shared holders run at once, an --exclusive one runs alone. Use it when
+many may read something that some must change alone: backups that read a
+dataset at the same time, a migration that needs it to itself. Its
+waiters queue in Redis and are served in the order they arrived, as
+those of a fair lock are (--fair goes with neither flag), so writers do
+not starve: a --shared that arrives while an --exclusive waits runs
+after it. --wait 0 never queues: --shared fails (status 75) while the
+lock is held exclusively or anyone waits for it, --exclusive while anyone
+holds it or waits for it. --queue-timeout applies as with --fair. While
+it waits, run shows how the lock is held (by whom, or by how many
+readers) and how many readers and writers are queued. Every user of a
+read-write lock must use --shared or --exclusive: a plain or fair lock
+of the same name gets status 78.
+
+With --semaphore N, NAME is a semaphore of N permits, and each run takes
+one of them (--permits K takes K): at most N commands run at once, on
+all machines together. Use it to bound the load on something shared: at
+most 4 jobs at once against a partner's rate-limited API, at most 2
+database dumps at once. Its waiters queue in Redis and are served in the
+order they arrived, as those of a fair lock are, and --queue-timeout
+applies; a request for many permits is not passed by later requests for
+few. --wait 0 never queues: it fails (status 75) unless K permits are
+free and nobody waits. While it waits, run shows how many permits are in
+use, of how many, and how many runs are queued for how many permits. The
+number of permits in force is the one Redis keeps, set by the first run
+of the semaphore (from its --semaphore) or by "distlock permits", and
+kept while the semaphore is used and for an hour after; a run whose N
+differs uses Redis's number and says so on stderr (unless --quiet). A
+run that asks for more permits than Redis's number exits with status 78,
+as does a run of another kind on a semaphore, or --semaphore on a name in
+use as another kind.
+
+With --once-per PERIOD, run runs COMMAND at most once per PERIOD, on all
+machines together: for a cron line scheduled on many machines whose job
+may end in a second, where --wait 0 lets a machine whose cron fires a
+little later run it again. Periods are counted on the Redis server's
+clock, so the machines' clocks need not agree: period i is [i*PERIOD,
+(i+1)*PERIOD) since the Unix epoch (a 24h period starts at 00:00 UTC).
+The first run of a period takes NAME as a plain lock, runs COMMAND and
+records in Redis, for two periods, that it ran it, and how it ended; it
+exits with COMMAND's status. A run that finds the period's run done, or
+NAME held (COMMAND runs elsewhere), does not run COMMAND, says so on
+stderr (unless --quiet) and exits with status 0: the job is taken care
+of. A run that failed counts as done for its period: the others report
+its failure and do not run it again until the next period. If the
+machine that runs it dies, the first run after its lease (--ttl) has run
+out runs it. --once-per never waits: it goes with --ttl, --kill-grace,
+--quiet and --verbose, not with --wait, --fair, --shared, --exclusive
+or --semaphore. A lock held past the end of its period (a run that
+takes longer than PERIOD) makes the runs that find it held skip the new
+period too. Schedule the cron line inside the period, not on its
+boundary: with */5 and --once-per 5m, a machine whose clock is a little
+ahead may fire in the period before, and both periods run.
+
 COMMAND gets, in its environment, DISTLOCK_NAME (the lock name) and
 DISTLOCK_TOKEN (the fencing token of this hold, a decimal integer
 greater than the token of every earlier hold of NAME): pass the token to
 the resources the command changes, and have them refuse tokens lower than
-the highest they have seen.
+the highest they have seen. With --shared or --exclusive it also gets
+DISTLOCK_MODE, "shared" or "exclusive"; with --semaphore, DISTLOCK_MODE
+"semaphore" and DISTLOCK_PERMITS, the number of permits it holds; with
+--once-per, DISTLOCK_PERIOD, the number of the period it runs for (i such
+that the period is [i*PERIOD, (i+1)*PERIOD) since the Unix epoch, on the
+Redis server's clock). Otherwise DISTLOCK_MODE, DISTLOCK_PERMITS and
+DISTLOCK_PERIOD are removed from its environment.
 
 If the lock is lost while COMMAND runs (its lease could not be renewed,
 or an operator ran "distlock unlock --force"), run sends COMMAND SIGTERM,
@@ -68,6 +141,20 @@ collide with those of distlock; a command killed by signal N gives 128+N.
   # Wait up to ten minutes for a deploy slot:
   distlock run --wait 10m deploy -- ./deploy.sh production
 
+  # Serve deploys from every machine in the order they asked:
+  distlock run --fair deploy -- ./deploy.sh production
+
+  # Back up while others may too; migrate alone:
+  distlock run --shared dataset -- ./backup.sh
+  distlock run --exclusive dataset -- ./migrate.sh
+
+  # At most 4 calls at once to a partner's API, from every machine:
+  distlock run --semaphore 4 partner-api -- ./sync-orders.sh
+
+  # Report every 5 minutes from any of many machines, once per 5 minutes
+  # (cron fires a minute into each period, away from its boundary):
+  1-59/5 * * * * distlock run --once-per 5m --quiet report -- /usr/local/bin/report
+
   # Hand the fencing token to the command:
   distlock run migrate -- sh -c 'migrate --fence "$DISTLOCK_TOKEN"'
 `,
@@ -81,9 +168,36 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 		fs.DurationVar(&o.grace, "kill-grace", 10*time.Second,
 			"when the lock is lost, give the command `DURATION` to exit after SIGTERM,\n"+
 				"then send SIGKILL")
-		fs.BoolVar(&o.quiet, "quiet", false, "print nothing while waiting, nor when the lock is not acquired")
+		fs.BoolVar(&o.fair, "fair", false,
+			"take the lock as a fair one: waiters on every machine are served in the\n"+
+				"order they arrived; every user of the lock must use --fair")
+		fs.BoolVar(&o.shared, "shared", false,
+			"take the read side of the read-write lock NAME: any number of --shared\n"+
+				"holders run at once, but none while an --exclusive one runs")
+		fs.BoolVar(&o.exclusive, "exclusive", false,
+			"take the write side of the read-write lock NAME: run alone, while no\n"+
+				"--shared or --exclusive holder runs")
+		fs.IntVar(&o.semaphore, "semaphore", 0,
+			"take a permit of the semaphore NAME, of `N` permits: at most N commands\n"+
+				"run at once, on all machines; every user of NAME must use --semaphore")
+		fs.IntVar(&o.permits, "permits", 1,
+			"with --semaphore: take `K` of its permits (1 to N)")
+		fs.DurationVar(&o.queueTimeout, "queue-timeout", distlock.DefaultQueueTimeout,
+			"with --fair, --shared, --exclusive or --semaphore: a waiter that stops\n"+
+				"refreshing its place in the queue (it crashed or was cut off) loses it\n"+
+				"after `DURATION` (100ms to 1h)")
+		fs.DurationVar(&o.oncePer, "once-per", 0,
+			"run the command at most once per `PERIOD` (100ms to 8760h), on all machines\n"+
+				"together, counted on the Redis server's clock; a run that finds it done or\n"+
+				"running in this period does not run it, and exits with status 0")
+		fs.BoolVar(&o.quiet, "quiet", false,
+			"print nothing while waiting, nor when the lock is not acquired, nor that a\n"+
+				"semaphore has another number of permits in Redis than --semaphore, nor\n"+
+				"(--once-per) that the command ran or runs elsewhere this period")
 		fs.BoolVar(&o.verbose, "verbose", false, "log what happens to the lock (acquired, renewed, released) on stderr")
 		return func(line commandLine) error {
+			o.isSemaphore = isSet(fs, "semaphore")
+			o.isOncePer = isSet(fs, "once-per")
 			switch {
 			case len(line.args) == 0:
 				return usageErrorf("missing lock NAME (see distlock run --help)")
@@ -97,19 +211,111 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 				return usageErrorf("invalid value for --ttl: %v is not between %v and %v", o.ttl, distlock.MinTTL, distlock.MaxTTL)
 			case o.grace < 0:
 				return usageErrorf("invalid value for --kill-grace: negative duration")
+			case o.shared && o.exclusive:
+				return usageErrorf("--shared and --exclusive cannot go together: --shared takes the read side of the lock, --exclusive its write side")
+			case o.fair && (o.shared || o.exclusive):
+				return usageErrorf("--fair cannot go with --shared or --exclusive: a read-write lock already serves its waiters in order")
+			case o.isSemaphore && (o.fair || o.shared || o.exclusive):
+				return usageErrorf("--semaphore cannot go with --fair, --shared or --exclusive: a semaphore is a kind of lock of its own, and serves its waiters in order")
+			case o.isSemaphore && (o.semaphore < 1 || o.semaphore > distlock.MaxPermits):
+				return usageErrorf("invalid value for --semaphore: %d is not between 1 and %d", o.semaphore, distlock.MaxPermits)
+			case !o.isSemaphore && isSet(fs, "permits"):
+				return usageErrorf("--permits is for a semaphore: add --semaphore N, or drop --permits")
+			case o.isSemaphore && (o.permits < 1 || o.permits > o.semaphore):
+				return usageErrorf("invalid value for --permits: %d is not between 1 and %d (--semaphore)", o.permits, o.semaphore)
+			case o.isOncePer && (o.oncePer < minPeriod || o.oncePer > maxPeriod):
+				return usageErrorf("invalid value for --once-per: %v is not between %v and %v", o.oncePer, minPeriod, maxPeriod)
+			case o.isOncePer && o.oncePer%time.Millisecond != 0:
+				return usageErrorf("invalid value for --once-per: %v is not a whole number of milliseconds", o.oncePer)
+			case o.isOncePer && isSet(fs, "wait"):
+				return usageErrorf("--once-per cannot go with --wait: it never waits (it tries once, and remembers the run for the period)")
+			case o.isOncePer && (o.fair || o.shared || o.exclusive || o.isSemaphore):
+				return usageErrorf("--once-per cannot go with --fair, --shared, --exclusive or --semaphore: it takes NAME as a plain lock")
+			case o.queueTimeout < minQueueTimeout || o.queueTimeout > maxQueueTimeout:
+				return usageErrorf("invalid value for --queue-timeout: %v is not between %v and %v", o.queueTimeout, minQueueTimeout, maxQueueTimeout)
+			case !o.queued() && isSet(fs, "queue-timeout"):
+				return usageErrorf("--queue-timeout is for a lock with a queue: add --fair, --shared, --exclusive or --semaphore, or drop --queue-timeout")
+			}
+			if o.isOncePer {
+				return runOncePer(rf, o, line.args[0], line.command)
 			}
 			return runLocked(rf, o, line.args[0], line.command)
 		}
 	},
 }
 
+// The range of --queue-timeout: that of distlock.WithQueueTimeout.
+const (
+	minQueueTimeout = 100 * time.Millisecond
+	maxQueueTimeout = time.Hour
+)
+
+// The range of --once-per: that of distlock.Client.OncePer.
+const (
+	minPeriod = 100 * time.Millisecond
+	maxPeriod = 365 * 24 * time.Hour
+)
+
 // runOptions are the flags of run, but --redis and --prefix.
 type runOptions struct {
-	wait    waitFlag
-	ttl     time.Duration
-	grace   time.Duration
-	quiet   bool
-	verbose bool
+	wait         waitFlag
+	ttl          time.Duration
+	grace        time.Duration
+	fair         bool
+	shared       bool          // the read side of a read-write lock
+	exclusive    bool          // the write side of a read-write lock
+	isSemaphore  bool          // --semaphore was given
+	semaphore    int           // the semaphore's permits, as this run knows them
+	permits      int           // the permits to take of the semaphore
+	queueTimeout time.Duration // for a lock with a queue
+	isOncePer    bool          // --once-per was given
+	oncePer      time.Duration // the period of --once-per
+	quiet        bool
+	verbose      bool
+}
+
+// queued reports whether the lock that o asks for has a queue: a fair
+// mutex, a read-write lock or a semaphore.
+func (o *runOptions) queued() bool { return o.fair || o.shared || o.exclusive || o.isSemaphore }
+
+// locker returns the lock called name on s that o asks for: permits of a
+// semaphore with --semaphore, a side of a read-write lock with --shared
+// or --exclusive, else a mutex, fair with --fair.
+func (o *runOptions) locker(s *session, name string) locker {
+	ttl, queue := distlock.WithTTL(o.ttl), distlock.WithQueueTimeout(o.queueTimeout)
+	switch {
+	case o.isSemaphore:
+		return semLocker{sem: s.client.Semaphore(name, o.semaphore, ttl, queue), permits: o.permits}
+	case o.shared || o.exclusive:
+		return rwLocker{rw: s.client.RWMutex(name, ttl, queue), shared: o.shared}
+	case o.fair:
+		return mutexLocker{Mutex: s.client.FairMutex(name, ttl, queue), fair: true}
+	}
+	return mutexLocker{Mutex: s.client.Mutex(name, ttl)}
+}
+
+// mode is the value of DISTLOCK_MODE for the command, or "" for none.
+func (o *runOptions) mode() string {
+	switch {
+	case o.shared:
+		return "shared"
+	case o.exclusive:
+		return "exclusive"
+	case o.isSemaphore:
+		return "semaphore"
+	}
+	return ""
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
 }
 
 // runLocked runs the command argv under the lock name.
@@ -122,8 +328,8 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
-	waiting := make(chan struct{}, 1)
-	opts := []distlock.Option{distlock.WithEventHandler(notifyWaiting(waiting))}
+	events := newLockEvents()
+	opts := []distlock.Option{distlock.WithEventHandler(events.handle)}
 	if o.verbose {
 		h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
 		opts = append(opts, distlock.WithLogger(slog.New(h)))
@@ -133,25 +339,28 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 		return err
 	}
 	defer s.Close()
-	m := s.client.Mutex(name, distlock.WithTTL(o.ttl))
-	if err := s.ready(context.Background(), m); err != nil {
+	l := o.locker(s, name)
+	if err := s.ready(context.Background(), l); err != nil {
 		return err
 	}
 
-	lease, err := acquire(s, m, o, sigs, waiting)
+	lease, err := acquire(s, l, o, sigs, events)
 	if err != nil {
 		return err
 	}
 	if ctx := lease.Context(); ctx.Err() != nil { // lost already: a very short --ttl
 		return exitf(exitLockLost, "lost lock %q before the command started: %s", name, lossReason(context.Cause(ctx)))
 	}
-	env := append(os.Environ(), "DISTLOCK_NAME="+name, "DISTLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
-	j, err := startJob(path, argv, env)
+	permits := 0
+	if o.isSemaphore {
+		permits = o.permits
+	}
+	j, err := startJob(path, argv, commandEnv(name, lease.Token(), holdEnv{mode: o.mode(), permits: permits}))
 	if err != nil {
 		_ = release(lease)
 		return err
 	}
-	lost := supervise(j, lease, o.grace, sigs)
+	lost := supervise(lease.Context(), j, name, o.grace, sigs)
 	status := j.exitStatus()
 	uerr := release(lease)
 	switch {
@@ -170,15 +379,63 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 	return silentExit(status)
 }
 
-// notifyWaiting returns an event handler that signals waiting, without
-// blocking, when distlock starts waiting for a lock.
-func notifyWaiting(waiting chan<- struct{}) func(distlock.Event) {
-	return func(ev distlock.Event) {
-		if ev.Kind == distlock.EventWaiting {
-			select {
-			case waiting <- struct{}{}:
-			default:
-			}
+// A holdEnv is what the command learns of its hold, beyond the lock's
+// name and token: each field that is set becomes a variable of its
+// environment.
+type holdEnv struct {
+	mode    string // DISTLOCK_MODE: "shared", "exclusive" or "semaphore"
+	permits int    // DISTLOCK_PERMITS: the permits of a semaphore held
+	period  string // DISTLOCK_PERIOD: the period of a run --once-per
+}
+
+// commandEnv is the environment of the command: distlock's, with
+// DISTLOCK_NAME and DISTLOCK_TOKEN, and the variables of h that are set.
+// An inherited DISTLOCK_MODE, DISTLOCK_PERMITS or DISTLOCK_PERIOD is
+// removed otherwise, so that the command of a plain run inside a shared
+// one does not believe it shares its lock.
+func commandEnv(name string, token uint64, h holdEnv) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "DISTLOCK_MODE=") || strings.HasPrefix(kv, "DISTLOCK_PERMITS=") ||
+			strings.HasPrefix(kv, "DISTLOCK_PERIOD=")
+	})
+	env = append(env, "DISTLOCK_NAME="+name, "DISTLOCK_TOKEN="+strconv.FormatUint(token, 10))
+	if h.mode != "" {
+		env = append(env, "DISTLOCK_MODE="+h.mode)
+	}
+	if h.permits != 0 {
+		env = append(env, "DISTLOCK_PERMITS="+strconv.Itoa(h.permits))
+	}
+	if h.period != "" {
+		env = append(env, "DISTLOCK_PERIOD="+h.period)
+	}
+	return env
+}
+
+// lockEvents passes on the events of the library that run reports: the
+// start of a wait for the lock, and a semaphore whose permits in Redis
+// differ from --semaphore. Each channel keeps one event until it is
+// read; the handler never blocks.
+type lockEvents struct {
+	waiting  chan struct{}
+	mismatch chan distlock.Event
+}
+
+func newLockEvents() lockEvents {
+	return lockEvents{waiting: make(chan struct{}, 1), mismatch: make(chan distlock.Event, 1)}
+}
+
+// handle is the event handler of the library.
+func (e lockEvents) handle(ev distlock.Event) {
+	switch ev.Kind {
+	case distlock.EventWaiting:
+		select {
+		case e.waiting <- struct{}{}:
+		default:
+		}
+	case distlock.EventMismatch:
+		select {
+		case e.mismatch <- ev:
+		default:
 		}
 	}
 }

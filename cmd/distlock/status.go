@@ -18,15 +18,43 @@ var statusCommand = &command{
 	synopsis: "[flags] NAME",
 	summary:  "show who holds a lock, since when, for how long, and who waits",
 	doc: `Status shows the state of the lock NAME: whether it is locked and, if so,
-its holder (id, host, process id, since when), the holder's hold count,
-the remaining lease (TTL) and the holder's fencing token; and, locked or
-not, the last fencing token issued for NAME and how many processes wait.
+its kind (plain, as "distlock run" takes it; fair, as "run --fair" does;
+read-write, as "run --shared" and "run --exclusive" do; semaphore, as
+"run --semaphore" does; or election, as programs that use the library's
+Client.Election do), its holder (id, host, process id, since when),
+the holder's hold count, the remaining lease (TTL) and the holder's
+fencing token; and, locked or not, the last fencing token issued for
+NAME and how many wait for it: for a fair lock, the length of its queue.
+
+A read-write lock is held in one of two modes: shared by any number of
+readers, or exclusively by one writer. Status shows the mode, the writer
+or each reader (with its own lease and token), and how many readers and
+writers are queued.
+
+A semaphore is held by any number of holders, each with its own permits,
+lease and token. Status shows its capacity (the number of permits in
+force, kept in Redis), the permits in use, each holder, and how many
+wait in its queue for how many permits. For a free name, it shows the
+capacity that Redis still keeps for the next semaphore of that name, if
+any.
+
+An election is held by its leader: status shows it as a mutex's holder,
+with the value it campaigned with (an address, say); its token is the
+leader's term. The candidates that wait to lead are queued.
 
 With --json it prints one JSON object with these fields, which are stable:
 
   name        string   the lock name
+  kind        string   "plain", "fair", "read-write", "semaphore" or
+                       "election"; "" when the lock is free and nobody is
+                       queued: any kind may take it
   locked      bool     whether the lock is held
-  holder      object   the holder, or null when the lock is free:
+  mode        string   a read-write lock's mode: "shared" or "exclusive";
+                       "" when it is free, and for a mutex
+  holder      object   the holder (an election's leader), or null when
+                       the lock is free (and when a read-write lock is
+                       shared, and for a semaphore: see readers and
+                       holders):
     id        string     a digest of the owner (not a secret: it cannot
                          be used to release the lock)
     host      string     the holder's host name
@@ -35,15 +63,41 @@ With --json it prints one JSON object with these fields, which are stable:
   holds       number   the holder's hold count; 0 when free
   ttl_ms      number   the remaining lease in milliseconds; 0 when free,
                        -1 if the key has no expiry
-  token       number   the holder's fencing token; 0 when free
+  token       number   the holder's fencing token (an election leader's
+                       term); 0 when free
   last_token  number   the last fencing token issued for NAME; 0 if its
                        counter has expired
-  waiters     number   processes waiting for the lock
+  waiters     number   processes waiting for a plain lock; 0 for a fair
+                       or read-write lock or a semaphore, whose waiters
+                       are counted in queued
+  fair        bool     whether the lock is in use as a fair lock: held as
+                       one, or with waiters in its queue
+  queued      number   waiters in the queue of a fair or read-write lock
+                       or a semaphore, or candidates in an election's, in
+                       every process; 0 for a plain lock
+  writer      object   a read-write lock's writer, or null: the fields of
+                       holder, with its holds, ttl_ms and token
+  readers     array    a read-write lock's readers, each like writer;
+                       empty unless it is shared
+  queued_readers  number  readers in a read-write lock's queue
+  queued_writers  number  writers in a read-write lock's queue
+  capacity    number   a semaphore's number of permits in force, as
+                       Redis keeps it; for a free name, the number Redis
+                       keeps for the next semaphore of that name; else 0
+  in_use      number   the permits of a semaphore that are held
+  holders     array    a semaphore's holders, each with the fields of
+                       holder, with its permits, ttl_ms and token
+  queued_permits  number  the permits that a semaphore's queue waits for
+  value       string   the value an election's leader campaigned with;
+                       "" for the other kinds
 
 The exit status is 0 whether the lock is held or not.
 `,
 	examples: `  distlock status nightly-report
   distlock status --json nightly-report | jq -r .holder.host
+  distlock status --json dataset | jq -r '.readers[].host'
+  distlock status --json partner-api | jq '.capacity - .in_use'
+  distlock status --json scheduler | jq -r .value
 `,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
 		rf := addRedisFlags(fs)
@@ -65,52 +119,161 @@ func status(rf *redisFlags, name string, asJSON bool) error {
 		return err
 	}
 	defer s.Close()
-	m := s.client.Mutex(name)
-	if err := s.ready(ctx, m); err != nil {
+	if err := s.ready(ctx, s.client.Mutex(name)); err != nil {
 		return err
 	}
-	info, err := m.Inspect(ctx)
+	v, err := s.inspect(ctx, name)
 	if err != nil {
 		return s.failure(err)
 	}
 	if asJSON {
-		return writeJSON(os.Stdout, newLockState(info))
+		return writeJSON(os.Stdout, newLockState(v))
 	}
-	writeStatus(os.Stdout, info)
+	writeStatus(os.Stdout, v)
 	return nil
 }
 
-// writeStatus prints info as aligned "field: value" lines.
-func writeStatus(w io.Writer, info distlock.LockInfo) {
+// writeStatus prints the state v as aligned "field: value" lines.
+func writeStatus(w io.Writer, v lockView) {
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	defer tw.Flush()
+	switch v.kind {
+	case kindRW:
+		writeRWStatus(tw, v.rw)
+		return
+	case kindSemaphore:
+		writeSemStatus(tw, v.sem)
+		return
+	}
+	info := v.mutex
 	fmt.Fprintf(tw, "name:\t%s\n", info.Name)
-	if !info.Locked {
-		fmt.Fprintf(tw, "state:\tfree\n")
-	} else {
-		h := info.Holder
-		fmt.Fprintf(tw, "state:\tlocked\n")
-		fmt.Fprintf(tw, "holder:\t%s (id %s)\n", holderString(h), h.ID)
-		fmt.Fprintf(tw, "since:\t%s (%s ago)\n", h.Since.Format(time.RFC3339), formatAge(h.Since))
-		fmt.Fprintf(tw, "holds:\t%d\n", info.Holds)
-		fmt.Fprintf(tw, "ttl:\t%s\n", formatTTL(info.TTL))
-		fmt.Fprintf(tw, "token:\t%d\n", info.Token)
+	state := "free"
+	if info.Locked {
+		state = "locked"
+	}
+	fmt.Fprintf(tw, "state:\t%s\n", state)
+	if v.kind != kindNone {
+		fmt.Fprintf(tw, "kind:\t%s\n", v.kind)
+	}
+	switch {
+	case info.Locked && v.kind == kindElection:
+		writeHolder(tw, "leader", info.Holder, info.Holds, info.TTL, info.Token)
+		fmt.Fprintf(tw, "value:\t%q\n", v.value)
+	case info.Locked:
+		writeHolder(tw, "holder", info.Holder, info.Holds, info.TTL, info.Token)
 	}
 	fmt.Fprintf(tw, "last token:\t%d\n", info.LastToken)
-	fmt.Fprintf(tw, "waiters:\t%d\n", info.Waiters)
+	if v.kind == kindFair || v.kind == kindElection {
+		fmt.Fprintf(tw, "queued:\t%d\n", info.Queued)
+	} else {
+		fmt.Fprintf(tw, "waiters:\t%d\n", info.Waiters)
+	}
+	if v.kind == kindNone && v.sem.Capacity != 0 {
+		fmt.Fprintf(tw, "capacity:\t%d (kept in Redis for the next semaphore of this name)\n", v.sem.Capacity)
+	}
+}
+
+// writeSemStatus prints the state of a semaphore: its capacity, the
+// permits in use, its holders, one line each, and its queue.
+func writeSemStatus(w io.Writer, info distlock.SemaphoreInfo) {
+	fmt.Fprintf(w, "name:\t%s\n", info.Name)
+	state := "free"
+	if len(info.Holders) > 0 {
+		state = "locked"
+	}
+	fmt.Fprintf(w, "state:\t%s\n", state)
+	fmt.Fprintf(w, "kind:\t%s\n", kindSemaphore)
+	if info.Capacity != 0 {
+		fmt.Fprintf(w, "capacity:\t%d\n", info.Capacity)
+	} else {
+		fmt.Fprintf(w, "capacity:\tnone (expired)\n")
+	}
+	fmt.Fprintf(w, "in use:\t%d\n", permitsHeld(info))
+	fmt.Fprintf(w, "holders:\t%d\n", len(info.Holders))
+	for _, h := range info.Holders {
+		fmt.Fprintf(w, "holder:\t%s (id %s), since %s (%s ago), permits %d, ttl %s, token %d\n",
+			holderString(h.Holder), h.ID, h.Since.Format(time.RFC3339), formatAge(h.Since),
+			h.Permits, formatTTL(h.TTL), h.Token)
+	}
+	fmt.Fprintf(w, "last token:\t%d\n", info.LastToken)
+	if info.Waiters == 0 {
+		fmt.Fprintf(w, "queued:\t0\n")
+	} else {
+		fmt.Fprintf(w, "queued:\t%d, for %s\n", info.Waiters, plural(info.WaitingPermits, "permit"))
+	}
+}
+
+// writeRWStatus prints the state of a read-write lock: its writer, in
+// the lines of a mutex's holder, or its readers, one line each.
+func writeRWStatus(w io.Writer, info distlock.RWLockInfo) {
+	fmt.Fprintf(w, "name:\t%s\n", info.Name)
+	state := "free"
+	if info.Mode != "" {
+		state = "locked"
+	}
+	fmt.Fprintf(w, "state:\t%s\n", state)
+	fmt.Fprintf(w, "kind:\t%s\n", kindRW)
+	if info.Mode != "" {
+		fmt.Fprintf(w, "mode:\t%s\n", rwMode(info))
+	}
+	if h := info.Writer; h != nil {
+		writeHolder(w, "writer", h.Holder, h.Holds, h.TTL, h.Token)
+	}
+	if len(info.Readers) > 0 {
+		fmt.Fprintf(w, "readers:\t%d\n", len(info.Readers))
+	}
+	for _, h := range info.Readers {
+		fmt.Fprintf(w, "reader:\t%s (id %s), since %s (%s ago), holds %d, ttl %s, token %d\n",
+			holderString(h.Holder), h.ID, h.Since.Format(time.RFC3339), formatAge(h.Since),
+			h.Holds, formatTTL(h.TTL), h.Token)
+	}
+	fmt.Fprintf(w, "last token:\t%d\n", info.LastToken)
+	fmt.Fprintf(w, "queued:\t%s, %s\n", plural(info.QueuedReaders, "reader"), plural(info.QueuedWriters, "writer"))
+}
+
+// writeHolder prints the lines that describe the one owner that holds a
+// lock: a mutex's holder, or a read-write lock's writer.
+func writeHolder(w io.Writer, role string, h distlock.Holder, holds int, ttl time.Duration, token uint64) {
+	fmt.Fprintf(w, "%s:\t%s (id %s)\n", role, holderString(h), h.ID)
+	fmt.Fprintf(w, "since:\t%s (%s ago)\n", h.Since.Format(time.RFC3339), formatAge(h.Since))
+	fmt.Fprintf(w, "holds:\t%d\n", holds)
+	fmt.Fprintf(w, "ttl:\t%s\n", formatTTL(ttl))
+	fmt.Fprintf(w, "token:\t%d\n", token)
+}
+
+// rwMode names the mode of a held read-write lock as run's flags do:
+// "exclusive" while a writer holds it, else "shared".
+func rwMode(info distlock.RWLockInfo) string {
+	if info.Writer != nil {
+		return "exclusive"
+	}
+	return "shared"
 }
 
 // lockState is the JSON form of a lock's state, printed by status --json
 // and list --json. Its field names are part of distlock's interface.
 type lockState struct {
-	Name      string       `json:"name"`
-	Locked    bool         `json:"locked"`
-	Holder    *holderState `json:"holder"`
-	Holds     int          `json:"holds"`
-	TTLMillis int64        `json:"ttl_ms"`
-	Token     uint64       `json:"token"`
-	LastToken uint64       `json:"last_token"`
-	Waiters   int          `json:"waiters"`
+	Name          string           `json:"name"`
+	Kind          string           `json:"kind"`
+	Locked        bool             `json:"locked"`
+	Mode          string           `json:"mode"`
+	Holder        *holderState     `json:"holder"`
+	Holds         int              `json:"holds"`
+	TTLMillis     int64            `json:"ttl_ms"`
+	Token         uint64           `json:"token"`
+	LastToken     uint64           `json:"last_token"`
+	Waiters       int              `json:"waiters"`
+	Fair          bool             `json:"fair"`
+	Queued        int              `json:"queued"`
+	Writer        *rwHolderState   `json:"writer"`
+	Readers       []rwHolderState  `json:"readers"`
+	QueuedReaders int              `json:"queued_readers"`
+	QueuedWriters int              `json:"queued_writers"`
+	Capacity      int              `json:"capacity"`
+	InUse         int              `json:"in_use"`
+	Holders       []semHolderState `json:"holders"`
+	QueuedPermits int              `json:"queued_permits"`
+	Value         string           `json:"value"`
 }
 
 // holderState is the JSON form of a lock's holder.
@@ -121,16 +284,104 @@ type holderState struct {
 	Since time.Time `json:"since"`
 }
 
-func newLockState(info distlock.LockInfo) lockState {
-	st := lockState{Name: info.Name, Locked: info.Locked, LastToken: info.LastToken, Waiters: info.Waiters}
+// rwHolderState is the JSON form of a read-write lock's writer or reader:
+// each has its own lease and token.
+type rwHolderState struct {
+	holderState
+	Holds     int    `json:"holds"`
+	TTLMillis int64  `json:"ttl_ms"`
+	Token     uint64 `json:"token"`
+}
+
+// semHolderState is the JSON form of a semaphore's holder: each has its
+// own permits, lease and token.
+type semHolderState struct {
+	holderState
+	Permits   int    `json:"permits"`
+	TTLMillis int64  `json:"ttl_ms"`
+	Token     uint64 `json:"token"`
+}
+
+// newHolderState is the JSON form of h.
+func newHolderState(h distlock.Holder) *holderState {
+	return &holderState{ID: h.ID, Host: h.Host, PID: h.PID, Since: h.Since.UTC()}
+}
+
+// newRWHolderState is the JSON form of a read-write lock's writer or
+// reader h.
+func newRWHolderState(h distlock.RWHolder) rwHolderState {
+	return rwHolderState{holderState: *newHolderState(h.Holder), Holds: h.Holds, TTLMillis: ttlMillis(h.TTL), Token: h.Token}
+}
+
+// ttlMillis is a remaining lease in milliseconds, -1 for none.
+func ttlMillis(ttl time.Duration) int64 {
+	if ttl < 0 {
+		return -1
+	}
+	return ttl.Milliseconds()
+}
+
+// newLockState is the JSON form of the state v.
+func newLockState(v lockView) lockState {
+	switch v.kind {
+	case kindRW:
+		return newRWLockState(v.rw)
+	case kindSemaphore:
+		return newSemLockState(v.sem)
+	}
+	info := v.mutex
+	st := lockState{
+		Name: info.Name, Kind: v.kind.String(), Locked: info.Locked, LastToken: info.LastToken,
+		Waiters: info.Waiters, Fair: v.kind == kindFair, Queued: info.Queued, Readers: []rwHolderState{},
+		Holders: []semHolderState{},
+	}
+	switch v.kind {
+	case kindNone:
+		st.Capacity = v.sem.Capacity // kept for the next semaphore of the name
+	case kindElection:
+		st.Value = v.value
+	}
 	if info.Locked {
-		h := info.Holder
-		st.Holder = &holderState{ID: h.ID, Host: h.Host, PID: h.PID, Since: h.Since.UTC()}
-		st.Holds, st.Token = info.Holds, info.Token
-		st.TTLMillis = info.TTL.Milliseconds()
-		if info.TTL < 0 {
-			st.TTLMillis = -1
-		}
+		st.Holder = newHolderState(info.Holder)
+		st.Holds, st.Token, st.TTLMillis = info.Holds, info.Token, ttlMillis(info.TTL)
+	}
+	return st
+}
+
+// newRWLockState is the JSON form of a read-write lock's state. Its
+// writer is also its holder, as a mutex's.
+func newRWLockState(info distlock.RWLockInfo) lockState {
+	st := lockState{
+		Name: info.Name, Kind: kindRW.String(), Locked: info.Mode != "", LastToken: info.LastToken,
+		Queued: info.QueuedReaders + info.QueuedWriters, Readers: []rwHolderState{},
+		QueuedReaders: info.QueuedReaders, QueuedWriters: info.QueuedWriters, Holders: []semHolderState{},
+	}
+	if st.Locked {
+		st.Mode = rwMode(info)
+	}
+	if h := info.Writer; h != nil {
+		w := newRWHolderState(*h)
+		st.Writer = &w
+		st.Holder = &w.holderState
+		st.Holds, st.TTLMillis, st.Token = w.Holds, w.TTLMillis, w.Token
+	}
+	for _, h := range info.Readers {
+		st.Readers = append(st.Readers, newRWHolderState(h))
+	}
+	return st
+}
+
+// newSemLockState is the JSON form of a semaphore's state. It has no
+// single holder: its holders are in Holders.
+func newSemLockState(info distlock.SemaphoreInfo) lockState {
+	st := lockState{
+		Name: info.Name, Kind: kindSemaphore.String(), Locked: len(info.Holders) > 0, LastToken: info.LastToken,
+		Queued: info.Waiters, Readers: []rwHolderState{}, Capacity: info.Capacity, InUse: permitsHeld(info),
+		Holders: []semHolderState{}, QueuedPermits: info.WaitingPermits,
+	}
+	for _, h := range info.Holders {
+		st.Holders = append(st.Holders, semHolderState{holderState: *newHolderState(h.Holder),
+			Permits: h.Permits, TTLMillis: ttlMillis(h.TTL), Token: h.Token})
 	}
 	return st
 }

@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,13 +27,16 @@ func statusJSON(t *testing.T, srv *redistest.Server, name string) lockState {
 	if err := json.Unmarshal([]byte(r.stdout), &fields); err != nil {
 		t.Fatalf("status --json printed %q: %v", r.stdout, err)
 	}
-	for _, f := range []string{"name", "locked", "holder", "holds", "ttl_ms", "token", "last_token", "waiters"} {
+	want := []string{"name", "kind", "locked", "mode", "holder", "holds", "ttl_ms", "token", "last_token", "waiters",
+		"fair", "queued", "writer", "readers", "queued_readers", "queued_writers",
+		"capacity", "in_use", "holders", "queued_permits", "value"}
+	for _, f := range want {
 		if _, ok := fields[f]; !ok {
 			t.Errorf("status --json has no field %q: %s", f, r.stdout)
 		}
 	}
-	if len(fields) != 8 {
-		t.Errorf("status --json has %d fields, want 8: %s", len(fields), r.stdout)
+	if len(fields) != len(want) {
+		t.Errorf("status --json has %d fields, want %d: %s", len(fields), len(want), r.stdout)
 	}
 	var st lockState
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
@@ -53,6 +58,10 @@ func TestStatusJSON(t *testing.T) {
 	switch {
 	case st.Name != "report" || !st.Locked || st.Holds != 1 || st.Waiters != 0:
 		t.Errorf("status %+v, want report locked once, no waiters", st)
+	case st.Kind != "plain" || st.Fair || st.Queued != 0:
+		t.Errorf("status %+v, want a plain lock, nothing queued", st)
+	case st.Mode != "" || st.Writer != nil || st.Readers == nil || len(st.Readers) != 0 || st.QueuedReaders+st.QueuedWriters != 0:
+		t.Errorf("status %+v, want no mode, writer, readers or queue of a read-write lock", st)
 	case st.Holder == nil || st.Holder.PID != os.Getpid() || st.Holder.Host != host || len(st.Holder.ID) == 0:
 		t.Errorf("holder %+v, want pid %d on %s", st.Holder, os.Getpid(), host)
 	case st.Token != lease.Token() || st.LastToken != lease.Token():
@@ -65,8 +74,8 @@ func TestStatusJSON(t *testing.T) {
 
 	waiter := start(t, nil, "run", "--redis", srv.URL(), "report", "--", "true")
 	awaitWaiters(t, c, "report", 1)
-	if st := statusJSON(t, srv, "report"); st.Waiters != 1 {
-		t.Errorf("waiters %d, want 1", st.Waiters)
+	if st := statusJSON(t, srv, "report"); st.Waiters != 1 || st.Fair || st.Queued != 0 {
+		t.Errorf("status %+v, want 1 waiter of a plain lock", st)
 	}
 
 	if err := lease.Unlock(context.Background()); err != nil {
@@ -91,13 +100,13 @@ func TestStatusText(t *testing.T) {
 	c := newClient(t, srv)
 	r := run(t, "status", "--redis", srv.URL(), "report")
 	r.wantCode(t, 0)
-	if !strings.Contains(r.stdout, "state:      free") {
+	if !strings.Contains(r.stdout, "state:      free") || strings.Contains(r.stdout, "kind:") {
 		t.Errorf("status of a free lock:\n%s", r.stdout)
 	}
 	hold(t, c, "report")
 	r = run(t, "status", "--redis", srv.URL(), "report")
 	r.wantCode(t, 0)
-	for _, want := range []string{"state:      locked", "holder:", "ttl:", "token:", "waiters:    0"} {
+	for _, want := range []string{"state:      locked", "kind:       plain", "holder:", "ttl:", "token:", "waiters:    0"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status of a held lock does not contain %q:\n%s", want, r.stdout)
 		}
@@ -174,5 +183,107 @@ func TestUnlockForce(t *testing.T) {
 	r.wantCode(t, 0)
 	if !strings.Contains(r.stdout, "was not locked") {
 		t.Errorf("unlock --force of a free lock printed %q", r.stdout)
+	}
+}
+
+// TestStatusFair checks what status, status --json, list and list --json
+// show of a fair lock with a waiter in its queue, and of the lock once
+// free.
+func TestStatusFair(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	lease := holdFair(t, c, "fair-report")
+	if st := statusJSON(t, srv, "fair-report"); !st.Locked || !st.Fair || st.Queued != 0 || st.Token != lease.Token() {
+		t.Errorf("status %+v, want held as a fair lock with token %d, nothing queued", st, lease.Token())
+	}
+
+	waiter := start(t, nil, "run", "--redis", srv.URL(), "--fair", "--queue-timeout", "1m", "fair-report", "--", "true")
+	awaitQueued(t, c, "fair-report", 1)
+	if st := statusJSON(t, srv, "fair-report"); !st.Locked || st.Kind != "fair" || !st.Fair || st.Queued != 1 || st.Waiters != 0 ||
+		st.QueuedReaders+st.QueuedWriters != 0 {
+		t.Errorf("status %+v, want held as a fair lock, 1 queued, waiters 0", st)
+	}
+	r := run(t, "status", "--redis", srv.URL(), "fair-report")
+	r.wantCode(t, 0)
+	for _, want := range []string{"state:      locked", "kind:       fair", "queued:     1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status does not contain %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "waiters:") {
+		t.Errorf("status of a fair lock shows the waiters of a plain one:\n%s", r.stdout)
+	}
+
+	r = run(t, "list", "--redis", srv.URL())
+	r.wantCode(t, 0)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], "WAITERS") {
+		t.Fatalf("list printed:\n%s", r.stdout)
+	}
+	if fields := strings.Fields(lines[1]); fields[0] != "fair-report" || fields[len(fields)-1] != "1" {
+		t.Errorf("list line %q, want fair-report with 1 waiter", lines[1])
+	}
+	r = run(t, "list", "--redis", srv.URL(), "--json")
+	r.wantCode(t, 0)
+	var states []lockState
+	if err := json.Unmarshal([]byte(r.stdout), &states); err != nil {
+		t.Fatalf("list --json printed %q: %v", r.stdout, err)
+	}
+	if len(states) != 1 || !states[0].Fair || states[0].Queued != 1 {
+		t.Errorf("list --json = %+v, want fair-report, fair, 1 queued", states)
+	}
+
+	if err := lease.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code := waiter.wait(); code != 0 {
+		t.Fatalf("waiter: exit status %d; stderr:\n%s", code, waiter.errOut())
+	}
+	st := statusJSON(t, srv, "fair-report")
+	if st.Locked || st.Fair || st.Queued != 0 || st.LastToken <= lease.Token() {
+		t.Errorf("status %+v, want free, not fair, nothing queued, last token above %d", st, lease.Token())
+	}
+}
+
+// TestUnlockForceFair force-unlocks a fair lock that has a waiter: the
+// waiter gets the lock, unlock says so, and the old holder learns that it
+// lost the lock.
+func TestUnlockForceFair(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	lease := holdFair(t, c, "stuck-fair", distlock.WithTTL(time.Second))
+	dir := t.TempDir()
+	out, goFile := filepath.Join(dir, "out"), filepath.Join(dir, "go")
+	waiter := start(t, []string{"OUT=" + out, "GO=" + goFile},
+		"run", "--redis", srv.URL(), "--fair", "--queue-timeout", "1m", "stuck-fair", "--", "sh", "-c", holdUntilGo)
+	awaitQueued(t, c, "stuck-fair", 1)
+
+	r := run(t, "unlock", "--redis", srv.URL(), "--force", "stuck-fair")
+	r.wantCode(t, 0)
+	host, _ := os.Hostname()
+	for _, want := range []string{
+		fmt.Sprintf("released stuck-fair (was held by %s/%d, token %d)", host, os.Getpid(), lease.Token()),
+		fmt.Sprintf("; now held by %s/%d", host, waiter.cmd.Process.Pid),
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("unlock --force printed %q, want %q in it", r.stdout, want)
+		}
+	}
+	awaitFile(t, out) // the waiter's command runs
+	select {
+	case <-lease.Context().Done():
+		if cause := context.Cause(lease.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+			t.Errorf("the holder's lease ended with %v, want ErrLockLost", cause)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("the holder was not told that it lost the lock")
+	}
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := waiter.wait(); code != 0 {
+		t.Errorf("waiter: exit status %d; stderr:\n%s", code, waiter.errOut())
 	}
 }

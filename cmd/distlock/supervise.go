@@ -10,13 +10,13 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// supervise waits for the command j to exit. Meanwhile it passes the
-// signals received on sigs on to the command and, if the lock is lost (the
-// lease's context ends), stops the command: terminateSignal at once,
-// SIGKILL after grace. It returns why the lock was lost, or nil if the
-// command exited first.
-func supervise(j *job, lease *distlock.Lease, grace time.Duration, sigs <-chan os.Signal) (lost error) {
-	leaseDone := lease.Context().Done()
+// supervise waits for the command j, run under the lock name, to exit.
+// Meanwhile it passes the signals received on sigs on to the command and,
+// if the lock is lost (lease, the context of its Lease, ends), stops the
+// command: terminateSignal at once, SIGKILL after grace. It returns why the
+// lock was lost, or nil if the command exited first.
+func supervise(lease context.Context, j *job, name string, grace time.Duration, sigs <-chan os.Signal) (lost error) {
+	leaseDone := lease.Done()
 	var killNow <-chan time.Time
 	for {
 		select {
@@ -28,9 +28,9 @@ func supervise(j *job, lease *distlock.Lease, grace time.Duration, sigs <-chan o
 			}
 		case <-leaseDone:
 			leaseDone = nil
-			lost = context.Cause(lease.Context())
+			lost = context.Cause(lease)
 			fmt.Fprintf(os.Stderr, "distlock run: lost lock %q: %s; stopping the command: %s now, SIGKILL after %v\n",
-				lease.Name(), lossReason(lost), terminateName, grace)
+				name, lossReason(lost), terminateName, grace)
 			j.signal(terminateSignal)
 			t := time.NewTimer(grace)
 			defer t.Stop()
