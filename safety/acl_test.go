@@ -21,8 +21,8 @@ import (
 // rule can go. As a command:
 //
 //	ACL SETUSER locker reset on >PASSWORD ~distlock:* &distlock:* +evalsha +eval
-//	  +hget +hset +hsetnx +hincrby +hdel +hmget +del +pexpire +pttl +get +set
-//	  +incr +time +publish +subscribe +unsubscribe +pubsub|numsub +scan
+//	  +hget +hset +hsetnx +hincrby +hdel +hmget +del +exists +pexpire +pttl +get
+//	  +set +incr +time +publish +subscribe +unsubscribe +pubsub|numsub +scan
 //
 // reset starts from no keys, no channels and -@all. HELLO (sent by
 // go-redis on connect) needs no grant; CLIENT SETINFO is refused on 7.0
@@ -35,7 +35,7 @@ import (
 var aclRules = []string{
 	"~distlock:*", "&distlock:*",
 	"+evalsha", "+eval",
-	"+hget", "+hset", "+hsetnx", "+hincrby", "+hdel", "+hmget", "+del", "+pexpire", "+pttl",
+	"+hget", "+hset", "+hsetnx", "+hincrby", "+hdel", "+hmget", "+del", "+exists", "+pexpire", "+pttl",
 	"+get", "+set", "+incr", "+time", "+publish",
 	"+subscribe", "+unsubscribe", "+pubsub|numsub", "+scan",
 }

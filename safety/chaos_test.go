@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,6 +107,7 @@ type chaosRun struct {
 	nodes    []*redis.Client       // one per lock server, direct
 	proxies  []*toxiproxy.Proxy    // one per client slot; none in the cluster mode
 	names    []string
+	fair     map[string]time.Duration // the names locked with FairMutex, and their queue timeouts
 
 	mu      sync.Mutex
 	procs   []*clientProc // every process ever started
@@ -148,6 +150,16 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 	r := &chaosRun{t: t, rng: rand.New(rand.NewSource(seed)), seed: seed, lease: *flagLease, dir: t.TempDir(), dur: dur}
 	for i := 0; i < *flagNames; i++ {
 		r.names = append(r.names, fmt.Sprintf("chaos-%d", i))
+	}
+	// Fair names are fair for the whole run (kinds never mix), with a
+	// queue timeout of half a lease (a grant's lease is then shorter than
+	// the TTL, and the grantee renews it at once; every pause of a waiter
+	// costs its place) or of two leases (places outlive short faults).
+	r.fair = map[string]time.Duration{}
+	for i := 0; i < *flagFair; i++ {
+		name := fmt.Sprintf("fair-%d", i)
+		r.names = append(r.names, name)
+		r.fair[name] = []time.Duration{r.lease / 2, 2 * r.lease}[i%2]
 	}
 	r.cluster = cluster
 	if r.cluster {
@@ -212,17 +224,20 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 	for i := range r.current {
 		r.spawn(i)
 	}
+	sampler := r.startTTLSampler()
 	r.schedule(time.Now().Add(dur))
 	runEnd := mono()
 	r.stopClients()
 	for _, p := range r.proxies {
 		p.Stop()
 	}
+	ttls := sampler.stop()
 
 	rep := r.check(store, mon, runEnd)
+	rep.TTL = ttls
 	rep.Seed, rep.Duration = seed, dur.String()
-	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run '%s$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.lease=%v -chaos.work=%v -v .",
-		t.Name(), seed, dur, *flagClients, *flagWorkers, *flagNames, r.lease, *flagWork)
+	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run '%s$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.fair=%d -chaos.lease=%v -chaos.work=%v -v .",
+		t.Name(), seed, dur, *flagClients, *flagWorkers, *flagNames, *flagFair, r.lease, *flagWork)
 	rep.log(t)
 	if *flagReport != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -267,6 +282,7 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 		CancelRate:  0.05,
 		TryRate:     0.2,
 		ExtendRate:  0.15,
+		Fair:        r.fair,
 	}
 	b, _ := json.Marshal(cfg)
 	p := &clientProc{id: id, slot: slot, history: cfg.History, stderr: filepath.Join(r.dir, fmt.Sprintf("client-%d.stderr", id)), done: make(chan struct{})}
@@ -361,25 +377,47 @@ func (r *chaosRun) record(f fault) {
 	r.mu.Unlock()
 }
 
-// holderSlot finds a slot whose client holds a lock now, or a random slot.
-func (r *chaosRun) holderSlot() int {
+// holderSlot finds a slot whose client holds a lock now, or, half the
+// time when there are fair names, one whose client waits in a fair queue
+// (a paused or killed waiter loses its place, and the next in line must
+// be served), or a random slot. It reports which it found.
+func (r *chaosRun) holderSlot() (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.lease/2)
 	defer cancel()
 	var pids []int
-	for _, n := range r.names {
-		if pid, err := r.ctl.HGet(ctx, "distlock:{"+n+"}", "pid").Int(); err == nil {
-			pids = append(pids, pid)
+	what := "holder"
+	if len(r.fair) > 0 && r.rng.Intn(2) == 0 {
+		what = "waiter"
+		for _, n := range r.names {
+			if _, ok := r.fair[n]; !ok {
+				continue
+			}
+			for _, v := range r.ctl.HVals(ctx, "distlock:{"+n+"}:qi").Val() {
+				// seq lease queue channel pid host (lib.lua, place_value)
+				if f := strings.Fields(v); len(f) >= 5 {
+					if pid, err := strconv.Atoi(f[4]); err == nil {
+						pids = append(pids, pid)
+					}
+				}
+			}
+		}
+	} else {
+		for _, n := range r.names {
+			if pid, err := r.ctl.HGet(ctx, "distlock:{"+n+"}", "pid").Int(); err == nil {
+				pids = append(pids, pid)
+			}
 		}
 	}
+	slices.Sort(pids)
 	r.rng.Shuffle(len(pids), func(i, j int) { pids[i], pids[j] = pids[j], pids[i] })
 	for _, pid := range pids {
 		for i, p := range r.current {
 			if p.cmd.Process.Pid == pid {
-				return i
+				return i, what
 			}
 		}
 	}
-	return r.rng.Intn(len(r.current))
+	return r.rng.Intn(len(r.current)), "random"
 }
 
 func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) {
@@ -387,9 +425,9 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 	f := fault{Kind: kind, Slot: -1, Client: -1}
 	switch kind {
 	case faultHolderKill:
-		slot := r.holderSlot()
+		slot, what := r.holderSlot()
 		p := r.current[slot]
-		f.Slot, f.Client = slot, p.id
+		f.Slot, f.Client, f.Detail = slot, p.id, what
 		f.Start = mono()
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		p.mu.Lock()
@@ -399,11 +437,11 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		f.End = mono()
 		r.spawn(slot)
 	case faultHolderPause:
-		slot := r.holderSlot()
+		slot, what := r.holderSlot()
 		p := r.current[slot]
 		f.Slot, f.Client = slot, p.id
 		d := frac(1.2, 2.5)
-		f.Detail = d.String()
+		f.Detail = what + " for " + d.String()
 		f.Start = mono()
 		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
 		time.Sleep(d) // the fault's length

@@ -27,8 +27,9 @@ type chaosReport struct {
 	Cluster  bool
 
 	Faults          map[string]int
-	Processes       int // client processes started (replacements of killed ones included)
-	Acquisitions    int // successful Lock/TryLock
+	FaultTargets    map[string]int // holder SIGKILL and SIGSTOP by what they hit: a holder, a fair waiter, or (neither found) a random process
+	Processes       int            // client processes started (replacements of killed ones included)
+	Acquisitions    int            // successful Lock/TryLock
 	AcquireOutcomes map[string]int
 	ReleaseOutcomes map[string]int
 	Renewals        int64
@@ -96,12 +97,21 @@ type chaosReport struct {
 	MasterPause struct {
 		Pauses, OtherMasters, PausedMaster int
 	}
-	Orphans struct {
-		ExpiringAtClose int // lock hashes of killed or lost holders left at close, awaited
-		Left            int // lock hashes left after they expired: must be 0
-		NoTTL           int
+	Orphans orphanReport
+	Fair    fairReport
+	// FairShare is the part of the checkers' figures about fair names.
+	FairShare struct {
+		Histories, HistoriesOk, HistoriesIllegal       int
+		Intervals, IntervalsChecked, Overlaps          int
+		FencedOps, FencedRefused, StaleAccepted, Lost  int
+		TokenPairs, TokenViolations                    int
+		Losses, LossesChecked, LossesFirst, LossesLate int
+		GrantedChecked, GrantedFirst                   int // losses of leases granted inside another owner's script
+		GrantedMinLeadMs                               float64
 	}
-	Leaks struct {
+	Server serverChecks // what MONITOR showed: tenures, overlaps, stale deletions
+	TTL    ttlReport    // every key's TTL, sampled during the run
+	Leaks  struct {
 		Clients, Leaking int
 		Detail           []string
 	}
@@ -139,8 +149,21 @@ func (rep *chaosReport) violations() []string {
 	if rep.Close.Outlived > 0 {
 		v = append(v, fmt.Sprintf("close: %d locks still on the server after Close returned nil: %v", rep.Close.Outlived, rep.Close.Detail))
 	}
-	if rep.Orphans.Left > 0 || rep.Orphans.NoTTL > 0 {
-		v = append(v, fmt.Sprintf("orphan locks: %d left, %d without TTL", rep.Orphans.Left, rep.Orphans.NoTTL))
+	if o := rep.Orphans; o.Left+o.NoTTL+o.OverBound+o.Unknown > 0 {
+		v = append(v, fmt.Sprintf("orphans: %d keys left after their TTL, %d without TTL, %d with a TTL above its bound, %d of no known kind: %v",
+			o.Left, o.NoTTL, o.OverBound, o.Unknown, o.Detail))
+	}
+	if s := rep.TTL; s.NoTTL+s.OverBound+s.Unknown > 0 {
+		v = append(v, fmt.Sprintf("keys during the run: %d without TTL, %d with a TTL above its bound, %d of no known kind: %v", s.NoTTL, s.OverBound, s.Unknown, s.Detail))
+	}
+	if s := rep.Server; s.Overlaps+s.StaleDels > 0 {
+		v = append(v, fmt.Sprintf("server: %d tenures begun while the previous one could still be held, %d locks deleted by a release of another owner: %v", s.Overlaps, s.StaleDels, s.Detail))
+	}
+	if f := rep.Fair; f.WrongKind+f.KindMismatch > 0 {
+		v = append(v, fmt.Sprintf("kinds: %d acquisitions refused with ErrWrongKind, %d tenures of the other kind than their name's (names never change kind): %v", f.WrongKind, f.KindMismatch, rep.Server.Detail))
+	}
+	if f := rep.Fair.FIFO; f.Violations > 0 {
+		v = append(v, fmt.Sprintf("FIFO: %d grants while a place acknowledged before the grantee's request was sent was live: %v", f.Violations, f.Detail))
 	}
 	if rep.Leaks.Leaking > 0 {
 		v = append(v, fmt.Sprintf("goroutine leaks in %d clients: %v", rep.Leaks.Leaking, rep.Leaks.Detail))
@@ -153,15 +176,15 @@ func (rep *chaosReport) violations() []string {
 }
 
 func (rep *chaosReport) log(t *testing.T) {
-	t.Logf("faults injected: %v", rep.Faults)
+	t.Logf("faults injected: %v; SIGKILL and SIGSTOP hit %v", rep.Faults, rep.FaultTargets)
 	t.Logf("processes %d, acquisitions %d, acquire outcomes %v, release outcomes %v, renewals %d, renewal failures %d, losses %d, fenced ops %v",
 		rep.Processes, rep.Acquisitions, rep.AcquireOutcomes, rep.ReleaseOutcomes, rep.Renewals, rep.RenewFailures, rep.Losses, rep.FencedOps)
 	l := rep.Linearizability
 	t.Logf("linearizability (porcupine, mutex model): %d fault-free windows (%s), %d histories checked, %d ok, %d illegal, %d timed out, %d skipped (loss without fault), %d ops",
 		l.Windows, l.CleanTime, l.Checked, l.Ok, l.Illegal, l.Timeout, l.SkippedLoss, l.Operations)
-	o := rep.Overlap
+	ov := rep.Overlap
 	t.Logf("validity overlap: %d intervals, %d checked, %d overlaps; excluded %d paused, %d across a restart (%d overlaps among them, expected)",
-		o.Intervals, o.Checked, o.Overlaps, o.ExcludedPaused, o.ExcludedRestart, o.OverlapsExcluded)
+		ov.Intervals, ov.Checked, ov.Overlaps, ov.ExcludedPaused, ov.ExcludedRestart, ov.OverlapsExcluded)
 	f := rep.Fencing
 	t.Logf("fencing: %d reads, %d writes accepted; %d reads, %d writes refused (%d after a pause, %d after a loss, %d after a restart); stale accepted %d, lost updates %d, wrongly refused %d, valid holders refused %d",
 		f.Reads, f.Writes, f.RejectedReads, f.RejectedWrites, f.RejectedAfterPause, f.RejectedAfterLoss, f.RejectedAfterRestrt, f.StaleAccepted, f.LostUpdates, f.WronglyRejected, f.RejectedWhileValid)
@@ -174,11 +197,31 @@ func (rep *chaosReport) log(t *testing.T) {
 	e, c := rep.Extend, rep.Close
 	t.Logf("extend: %d calls (%d shortening), outcomes %v; close under load: %d calls, outcomes %v, %d tenures of closing processes checked, %d outlived a nil Close, %d begun after it (late retried acquire)",
 		e.Calls, e.Shorter, e.Outcomes, c.Calls, c.Outcomes, c.Tenures, c.Outlived, c.LateStart)
+	if len(c.Detail) > 0 {
+		t.Logf("close: %q", c.Detail)
+	}
 	if rep.Cluster {
 		t.Logf("cluster: during %d master pauses, %d acquisitions returned on the other masters, %d on the paused one",
 			rep.MasterPause.Pauses, rep.MasterPause.OtherMasters, rep.MasterPause.PausedMaster)
 	}
-	t.Logf("orphans: %d expiring at close (awaited), %d left, %d without TTL; leaks: %d clients checked, %d leaking", rep.Orphans.ExpiringAtClose, rep.Orphans.Left, rep.Orphans.NoTTL, rep.Leaks.Clients, rep.Leaks.Leaking)
+	fs := rep.FairShare
+	t.Logf("fair names' share: %d histories (%d ok, %d illegal); %d intervals, %d checked, %d overlaps; %d fenced ops, %d refused, %d stale accepted, %d lost updates; %d token pairs, %d violations; %d losses, %d checked, %d first, %d late; %d losses of granted leases checked, %d first (min lead %.1f ms)",
+		fs.Histories, fs.HistoriesOk, fs.HistoriesIllegal, fs.Intervals, fs.IntervalsChecked, fs.Overlaps, fs.FencedOps, fs.FencedRefused, fs.StaleAccepted, fs.Lost,
+		fs.TokenPairs, fs.TokenViolations, fs.Losses, fs.LossesChecked, fs.LossesFirst, fs.LossesLate, fs.GrantedChecked, fs.GrantedFirst, fs.GrantedMinLeadMs)
+	fr := rep.Fair
+	t.Logf("fair %v: %d acquisitions (%d by TryLock), enqueues %v; %d places: %v (%d expired with no fault near); tenures by script %v; %d ErrWrongKind, %d tenures of the wrong kind",
+		fr.Names, fr.Acquisitions, fr.TryAcquisitions, fr.Enqueues, fr.Places, fr.PlaceEnds, fr.ExpiredQuiet, fr.Grants, fr.WrongKind, fr.KindMismatch)
+	t.Logf("FIFO: %d grants, %d checked (%d unknown), %d places live at them, %d ordered pairs served in order, %d violations",
+		fr.FIFO.Grants, fr.FIFO.Checked, fr.FIFO.Unknown, fr.FIFO.Ahead, fr.FIFO.Ordered, fr.FIFO.Violations)
+	sv := rep.Server
+	t.Logf("server (MONITOR): %d tenures %v, %d begun while the previous could be held; deletions by script %v, %d by another owner's release; %d places made again after they ended",
+		sv.Tenures, sv.TenuresBy, sv.Overlaps, sv.DelBy, sv.StaleDels, sv.Resurrected)
+	tt := rep.TTL
+	t.Logf("TTLs during the run: %d samples (%d skipped), keys seen %v, largest PTTL (ms) %v; %d without TTL, %d above their bound, %d unknown",
+		tt.Samples, tt.Skipped, tt.Keys, tt.MaxMs, tt.NoTTL, tt.OverBound, tt.Unknown)
+	o := rep.Orphans
+	t.Logf("orphans: at close %v (awaited: %v); %d left, %d without TTL, %d above their bound, %d unknown; marks drained %v; leaks: %d clients checked, %d leaking",
+		o.AtClose, o.Awaited, o.Left, o.NoTTL, o.OverBound, o.Unknown, o.Drained, rep.Leaks.Clients, rep.Leaks.Leaking)
 }
 
 // acquisition is one successful (or not) Lock/TryLock of the history.
@@ -254,12 +297,19 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 		}
 	}
 	closes := map[*clientProc]record{}
+	rep.FaultTargets = map[string]int{}
 	for _, f := range r.faults {
 		rep.Faults[f.Kind]++
+		if f.Kind == faultHolderKill || f.Kind == faultHolderPause {
+			what, _, _ := strings.Cut(f.Detail, " ")
+			rep.FaultTargets[f.Kind+"/"+what]++
+		}
 	}
 	rep.Processes = len(r.procs)
 
 	byName := map[string][]*acquisition{}
+	enq := map[string]*enqueue{}
+	rep.Fair.Enqueues = map[string]int{}
 	var losses []record
 	byToken := map[string]*acquisition{}
 	for _, p := range r.procs {
@@ -289,6 +339,15 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 				if a.ok() {
 					rep.Acquisitions++
 					byToken[holdKey(rec.Name, rec.Token)] = a
+					if rec.Fair {
+						rep.Fair.Acquisitions++
+						if rec.Try {
+							rep.Fair.TryAcquisitions++
+						}
+					}
+				}
+				if rec.Res == "wrongkind" {
+					rep.Fair.WrongKind++
 				}
 			case "rel":
 				if a := owners[rec.Owner]; a != nil {
@@ -348,6 +407,9 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 				}
 			case "close":
 				closes[p] = rec
+			case "enq":
+				collectEnqueues(enq, rec)
+				rep.Fair.Enqueues[rec.Res]++
 			case "stats", "done":
 				last = rec
 			}
@@ -384,6 +446,7 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	r.checkLossSignal(rep, losses, byToken, mon)
 	r.checkLinearizable(rep, byName, runEnd)
 	r.checkOrphans(rep)
+	r.checkFair(rep, enq, mon)
 	r.checkClose(rep, closes, mon)
 	if r.cluster {
 		r.countMasterPause(rep, byName)
@@ -425,6 +488,9 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 			end := a.validEnd(runEnd)
 			x := iv{from: a.acq.Ret, to: end, a: a}
 			rep.Overlap.Intervals++
+			if r.isFair(name) {
+				rep.FairShare.Intervals++
+			}
 			switch {
 			case a.proc.pausedDuring(a.acq.Call, end):
 				x.excluded = true
@@ -434,6 +500,9 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 				rep.Overlap.ExcludedRestart++
 			default:
 				rep.Overlap.Checked++
+				if r.isFair(name) {
+					rep.FairShare.IntervalsChecked++
+				}
 			}
 			ivs = append(ivs, x)
 		}
@@ -460,6 +529,9 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 		}
 		n, d := sweep(false)
 		rep.Overlap.Overlaps += n
+		if r.isFair(name) {
+			rep.FairShare.Overlaps += n
+		}
 		rep.Overlap.Detail = append(rep.Overlap.Detail, d...)
 		all, _ := sweep(true)
 		rep.Overlap.OverlapsExcluded += all - n
@@ -491,8 +563,14 @@ func (r *chaosRun) checkTokens(rep *chaosReport, byName map[string][]*acquisitio
 				continue
 			}
 			rep.Tokens.Pairs++
+			if r.isFair(name) {
+				rep.FairShare.TokenPairs++
+			}
 			if prefMax[i-1] >= b.acq.Token {
 				rep.Tokens.Violations++
+				if r.isFair(name) {
+					rep.FairShare.TokenViolations++
+				}
 				r.t.Logf("token order: %s: token %d of owner %d is not above %d, returned before it was called", name, b.acq.Token, b.acq.Owner, prefMax[i-1])
 			}
 		}
@@ -524,6 +602,13 @@ func (r *chaosRun) checkFencing(rep *chaosReport, store *redis.Client, byName ma
 	f := &rep.Fencing
 	for _, name := range r.names {
 		fr := checkRegister(ctx, store, name)
+		if r.isFair(name) {
+			fs := &rep.FairShare
+			fs.FencedOps += fr.Reads + fr.Writes + fr.RejectedReads + fr.RejectedWrites
+			fs.FencedRefused += fr.RejectedReads + fr.RejectedWrites
+			fs.StaleAccepted += fr.StaleAccepted
+			fs.Lost += fr.LostUpdates
+		}
 		f.Reads += fr.Reads
 		f.Writes += fr.Writes
 		f.RejectedReads += fr.RejectedReads
@@ -564,6 +649,9 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 	s.Losses = len(losses)
 	var leads []float64
 	for _, l := range losses {
+		if r.isFair(l.Name) {
+			rep.FairShare.Losses++
+		}
 		a := byToken[holdKey(l.Name, l.Token)]
 		var p *clientProc
 		for _, q := range r.procs {
@@ -603,6 +691,14 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 			continue
 		}
 		s.Checked++
+		fs := &rep.FairShare
+		fair := r.isFair(l.Name)
+		if fair {
+			fs.LossesChecked++
+		}
+		if ten.Granted {
+			fs.GrantedChecked++
+		}
 		if believed != l.T {
 			s.EndedByRelease++
 		}
@@ -611,9 +707,22 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 			s.First++
 			// The margin before the server's expiry (a DEL is the
 			// holder's own clean-up after the signal).
-			leads = append(leads, float64(ten.ExpBase+ten.ExpMs*1e6-believedWall)/1e6)
+			lm := float64(ten.ExpBase+ten.ExpMs*1e6-believedWall) / 1e6
+			leads = append(leads, lm)
+			if fair {
+				fs.LossesFirst++
+			}
+			if ten.Granted {
+				if fs.GrantedFirst == 0 || lm < fs.GrantedMinLeadMs {
+					fs.GrantedMinLeadMs = lm
+				}
+				fs.GrantedFirst++
+			}
 		} else {
 			s.Late++
+			if fair {
+				fs.LossesLate++
+			}
 			if len(s.Detail) < 10 {
 				s.Detail = append(s.Detail, fmt.Sprintf("%s token %d (client %d): signalled %v after the server end (%+v): %s", l.Name, l.Token, l.Client, time.Duration(-lead), ten, l.Err))
 			}
@@ -646,6 +755,14 @@ func (r *chaosRun) checkClose(rep *chaosReport, closes map[*clientProc]record, m
 		if rec.Res == "ok" {
 			c.Ok++
 			pids[p.cmd.Process.Pid] = rec
+		} else if len(c.Detail) < 10 {
+			how := "replies on time"
+			for _, f := range r.faults {
+				if f.Kind == faultClientClose && f.Client == rec.Client && f.Detail != "" {
+					how = f.Detail
+				}
+			}
+			c.Detail = append(c.Detail, fmt.Sprintf("client %d (%s): Close returned after %v: %s", rec.Client, how, time.Duration(rec.Ret-rec.Call), rec.Err))
 		}
 	}
 	mon.each(func(key string, token uint64, t tenure) {
@@ -706,61 +823,132 @@ func (r *chaosRun) countMasterPause(rep *chaosReport, byName map[string][]*acqui
 	}
 }
 
-// checkOrphans checks that, once every client has closed, no lock hash is
-// left on any lock server: those of killed holders must expire by
-// themselves (awaited through keyspace notifications), and none may lack a
-// TTL.
-func (r *chaosRun) checkOrphans(rep *chaosReport) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*r.lease+10*time.Second)
-	defer cancel()
-	for _, n := range r.nodes {
-		left, noTTL, atClose := r.orphansOn(ctx, n)
-		rep.Orphans.Left += left
-		rep.Orphans.NoTTL += noTTL
-		rep.Orphans.ExpiringAtClose += atClose
+// orphanReport is what the lock server(s) held once every client had
+// closed.
+type orphanReport struct {
+	AtClose   map[string]int // keys by kind when the last client had closed
+	Awaited   []string       // the kinds that must vanish by themselves: lock, queue, and mark when drained
+	Drained   bool           // abandonment marks were awaited too (runs longer than a minute, or -chaos.drain)
+	Left      int            // keys of an awaited kind still there after the wait: must be 0
+	NoTTL     int            // keys without a TTL: must be 0
+	OverBound int            // keys with a TTL above their kind's bound: must be 0
+	Unknown   int            // keys of no known kind: must be 0
+	Detail    []string
+}
+
+func (o *orphanReport) note(format string, args ...any) {
+	if len(o.Detail) < 10 {
+		o.Detail = append(o.Detail, fmt.Sprintf(format, args...))
 	}
 }
 
-func (r *chaosRun) orphansOn(ctx context.Context, n *redis.Client) (left, noTTL, atClose int) {
+// checkOrphans checks that, once every client has closed, nothing of any
+// lock is left on any lock server but what outlives its locks by design:
+// lock hashes (of killed holders) and fair queues (of killed waiters) must
+// expire by themselves, which is awaited through keyspace notifications;
+// every key must have a TTL within its kind's bound (keyBound). Fencing
+// counters are kept for their retention (an hour) by design, and the
+// abandonment marks for a minute: in short runs their TTL is checked, in
+// runs longer than a minute (or with -chaos.drain) they are awaited too.
+func (r *chaosRun) checkOrphans(rep *chaosReport) {
+	o := &rep.Orphans
+	o.AtClose = map[string]int{}
+	o.Drained = *flagDrain || r.dur > time.Minute
+	awaited := map[string]bool{"lock": true, "queue": true, "mark": o.Drained}
+	for _, k := range []string{"lock", "queue", "mark"} {
+		if awaited[k] {
+			o.Awaited = append(o.Awaited, k)
+		}
+	}
+	wait := 2*r.lease + 10*time.Second
+	for _, q := range r.fair {
+		wait = max(wait, q+10*time.Second)
+	}
+	if o.Drained {
+		_, mark := r.keyBound("distlock:{x}:abandoned:x")
+		wait = mark + 10*time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for _, n := range r.nodes {
+		r.orphansOn(ctx, n, o, awaited)
+	}
+}
+
+func (r *chaosRun) orphansOn(ctx context.Context, n *redis.Client, o *orphanReport, awaited map[string]bool) {
 	if err := n.ConfigSet(ctx, "notify-keyspace-events", "Egx").Err(); err != nil {
 		r.t.Errorf("orphans: %v", err)
-		return 0, 0, 0
+		return
 	}
 	ps := n.Subscribe(ctx, "__keyevent@0__:expired", "__keyevent@0__:del")
 	defer ps.Close()
 	for range 2 {
 		if _, err := ps.Receive(ctx); err != nil {
 			r.t.Errorf("orphans: subscribe: %v", err)
-			return 0, 0, 0
+			return
 		}
 	}
-	lockKeys := func() []string {
+	// pending lists the keys of an awaited kind still there.
+	pending := func() []string {
 		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		keys, err := n.Keys(kctx, "distlock:{*}").Result()
+		keys, err := n.Keys(kctx, "distlock:*").Result()
 		if err != nil {
 			r.t.Errorf("orphans: %v", err)
 		}
-		return keys
-	}
-	keys := lockKeys()
-	atClose = len(keys)
-	for _, k := range keys {
-		if ttl, err := n.Do(ctx, "PTTL", k).Int64(); err == nil && ttl == -1 {
-			noTTL++
-			r.t.Logf("orphan without TTL: %s %v", k, n.HGetAll(ctx, k).Val())
+		var out []string
+		for _, k := range keys {
+			if kind, _ := r.keyBound(k); awaited[kind] {
+				out = append(out, k)
+			}
 		}
+		return out
+	}
+	keys, ttls, err := keyTTLs(ctx, n)
+	if err != nil {
+		r.t.Errorf("orphans: %v", err)
+		return
+	}
+	for i, k := range keys {
+		if ttls[i] == -2 {
+			continue
+		}
+		kind, bound := r.keyBound(k)
+		o.AtClose[kind]++
+		switch {
+		case kind == "unknown":
+			o.Unknown++
+			o.note("unknown key %s", k)
+		case ttls[i] == -1:
+			o.NoTTL++
+			o.note("%s %s (%s) has no TTL", kind, k, n.Type(ctx, k).Val())
+		case ttls[i] > bound.Milliseconds():
+			o.OverBound++
+			o.note("%s %s: PTTL %d ms above its bound %v", kind, k, ttls[i], bound)
+		}
+	}
+	if o.NoTTL > 0 {
+		o.Left += len(pending())
+		return // it would not go by itself
 	}
 	ch := ps.Channel()
-	for len(keys) > 0 && noTTL == 0 {
+	left := pending()
+	for len(left) > 0 {
 		select {
-		case <-ch: // a key expired or was deleted: look again
-			keys = lockKeys()
+		case <-ch: // a key expired or was deleted: look again, once the burst is read
+			for len(ch) > 0 {
+				<-ch
+			}
+			left = pending()
 		case <-ctx.Done():
-			return len(lockKeys()), noTTL, atClose
+			left = pending()
+			o.Left += len(left)
+			for _, k := range left {
+				o.note("%s still there after its TTL's bound", k)
+			}
+			return
 		}
 	}
-	return len(lockKeys()), noTTL, atClose
 }
 
 // The mutex model for porcupine (after correctness.md §3): the state is the
@@ -874,13 +1062,22 @@ func (r *chaosRun) checkLinearizable(rep *chaosReport, byName map[string][]*acqu
 				continue
 			}
 			lin.Checked++
+			if r.isFair(name) {
+				rep.FairShare.Histories++
+			}
 			lin.Operations += len(ops)
 			res, info := porcupine.CheckOperationsVerbose(mutexModel(init), ops, r.porcupineBudget())
 			switch res {
 			case porcupine.Ok:
 				lin.Ok++
+				if r.isFair(name) {
+					rep.FairShare.HistoriesOk++
+				}
 			case porcupine.Illegal:
 				lin.Illegal++
+				if r.isFair(name) {
+					rep.FairShare.HistoriesIllegal++
+				}
 				path := filepath.Join(r.dir, fmt.Sprintf("illegal-%s-%d.html", name, w.from))
 				if f, err := os.Create(path); err == nil {
 					_ = porcupine.Visualize(mutexModel(init), info, f)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisbackend"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -36,6 +37,10 @@ type clientConfig struct {
 	TryRate     float64 // share of acquisitions made with TryLock
 	ExtendRate  float64 // share of holds that call Extend, to a lease of 0.1 to 3 leases
 	Cluster     bool    // LockAddr is a comma-separated list of cluster nodes
+	// Fair maps the names locked with FairMutex to their queue timeout;
+	// the other names are plain mutexes. A name is one kind for the whole
+	// run: kinds never mix (ErrWrongKind).
+	Fair map[string]time.Duration
 }
 
 // chaosClient is the state of one client process.
@@ -84,6 +89,7 @@ func runChaosClient(cfgJSON string) int {
 		MaxRetries:    1,
 		MaxRedirects:  3,
 	})
+	c.rdb.AddHook(enqueueRecorder{c})
 	c.store = redis.NewClient(&redis.Options{Addr: cfg.StoreAddr, PoolSize: 2 * cfg.Workers})
 	c.locks = distlock.New(c.rdb, distlock.WithLogger(nil), distlock.WithEventHandler(c.onEvent))
 	h.write(record{K: "start", Client: cfg.ID, PID: os.Getpid(), T: mono()})
@@ -230,6 +236,8 @@ func classify(err error) string {
 		return "notheld"
 	case errors.Is(err, distlock.ErrClosed):
 		return "closed"
+	case errors.Is(err, distlock.ErrWrongKind):
+		return "wrongkind"
 	case errors.Is(err, distlock.ErrNotAcquired) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return "ctx"
 	case errors.Is(err, distlock.ErrNotAcquired):
@@ -254,7 +262,11 @@ func (c *chaosClient) work(rng *rand.Rand) {
 	for !c.stopping.Load() {
 		name := c.cfg.Names[rng.Intn(len(c.cfg.Names))]
 		owner := c.seq.Add(1)
+		queue, fair := c.cfg.Fair[name]
 		m := c.locks.Mutex(name, distlock.WithTTL(lease))
+		if fair {
+			m = c.locks.FairMutex(name, distlock.WithTTL(lease), distlock.WithQueueTimeout(queue))
+		}
 		try := rng.Float64() < c.cfg.TryRate
 		cancelMid := rng.Float64() < c.cfg.CancelRate || mono() < c.cancelTil.Load()
 		var ctx context.Context
@@ -274,7 +286,7 @@ func (c *chaosClient) work(rng *rand.Rand) {
 		}
 		ret := mono()
 		cancel()
-		rec := record{K: "acq", Client: c.cfg.ID, Owner: owner, Name: name, Try: try, Call: call, Ret: ret, Res: classify(err), Cancel: cancelMid}
+		rec := record{K: "acq", Client: c.cfg.ID, Owner: owner, Name: name, Try: try, Call: call, Ret: ret, Res: classify(err), Cancel: cancelMid, Fair: fair}
 		if err != nil {
 			rec.Err = err.Error()
 			c.h.write(rec)
@@ -444,6 +456,75 @@ func (c *chaosClient) hog(d time.Duration) {
 	for _, cn := range conns {
 		cn.Close()
 	}
+}
+
+// enqueueRecorder records every fair_acquire.lua call this process sends
+// (a fair Lock's enqueue, or a fair TryLock), as go-redis sends it: when
+// the call started (before its first attempt was written) and when its
+// reply was read (after go-redis's retries), and what the reply was. The
+// FIFO checker compares these times across processes (CLOCK_MONOTONIC)
+// and finds the places on the server (MONITOR) by placeID of the owner.
+type enqueueRecorder struct{ c *chaosClient }
+
+func (e enqueueRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (e enqueueRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !isEnqueue(cmd) {
+			return next(ctx, cmd)
+		}
+		call, callWall := mono(), wall()
+		err := next(ctx, cmd)
+		e.c.recordEnqueue(cmd, call, callWall)
+		return err
+	}
+}
+
+func (e enqueueRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var enq []redis.Cmder
+		for _, cmd := range cmds {
+			if isEnqueue(cmd) {
+				enq = append(enq, cmd)
+			}
+		}
+		if len(enq) == 0 {
+			return next(ctx, cmds)
+		}
+		call, callWall := mono(), wall()
+		err := next(ctx, cmds)
+		for _, cmd := range enq {
+			e.c.recordEnqueue(cmd, call, callWall)
+		}
+		return err
+	}
+}
+
+func isEnqueue(cmd redis.Cmder) bool {
+	name, _, _, ok := redisbackend.ScriptCall(cmd.Args())
+	return ok && name == "fair_acquire"
+}
+
+// recordEnqueue writes the enq record of a fair_acquire.lua call (see
+// enqueueRecorder). Res is acquired, queued, refused (a TryLock, or an
+// abandoned owner), wrongkind, or error (no reply, or an error reply: the
+// request may or may not have been applied).
+func (c *chaosClient) recordEnqueue(cmd redis.Cmder, call, callWall int64) {
+	ret, retWall := mono(), wall()
+	_, keys, argv, _ := redisbackend.ScriptCall(cmd.Args())
+	if len(keys) == 0 || len(argv) < 6 {
+		return
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(keys[0], "distlock:{"), "}")
+	res := "error"
+	if rc, ok := cmd.(*redis.Cmd); ok && rc.Err() == nil {
+		if v, err := rc.Slice(); err == nil && len(v) > 0 {
+			code, _ := v[0].(int64)
+			res = map[int64]string{1: "acquired", 2: "queued", 0: "refused", -1: "wrongkind"}[code]
+		}
+	}
+	c.h.write(record{K: "enq", Client: c.cfg.ID, Name: name, Place: placeID(argv[0]), Try: argv[5] == "0",
+		Call: call, Ret: ret, CallWall: callWall, Wall: retWall, Res: res, Err: errString(cmd.Err())})
 }
 
 func errString(err error) string {

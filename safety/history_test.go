@@ -11,7 +11,7 @@ import (
 // A record is one line of a chaos client's history file. Times are
 // CLOCK_MONOTONIC nanoseconds unless named Wall (CLOCK_REALTIME).
 type record struct {
-	K string `json:"k"` // kind: start, acq, rel, reli (a re-entered lease), ext, cancel, lost, op, close, stats, done
+	K string `json:"k"` // kind: start, acq, rel, reli (a re-entered lease), ext, cancel, lost, op, close, enq, stats, done
 
 	Client int    `json:"c,omitempty"` // client id
 	PID    int    `json:"pid,omitempty"`
@@ -32,6 +32,11 @@ type record struct {
 	Pair   string `json:"pair,omitempty"`   // rel: the re-entered lease's Unlock outcome, when it differs in success
 	// LostCause: rel, reli: the lease's context ended with ErrLockLost
 	LostCause bool `json:"lostCause,omitempty"`
+	Fair      bool `json:"fair,omitempty"` // acq: a FairMutex
+	// enq: a fair_acquire.lua call (see enqueueRecorder): the place's
+	// placeID, and the wall-clock time of the call (Wall is its reply's)
+	Place    string `json:"place,omitempty"`
+	CallWall int64  `json:"callWall,omitempty"`
 
 	// stats and done
 	Renewed     int64  `json:"renewed,omitempty"`

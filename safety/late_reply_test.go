@@ -2,13 +2,12 @@ package safety
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisbackend"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -36,13 +35,12 @@ func (h *lateReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 
 func (h *lateReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		a := cmd.Args()
-		name := fmt.Sprint(a[0])
-		if (name != "evalsha" && name != "eval") || len(a) < 4 || fmt.Sprint(a[3]) != h.key {
+		name, keys, _, ok := redisbackend.ScriptCall(cmd.Args())
+		if !ok || len(keys) == 0 || keys[0] != h.key {
 			return next(ctx, cmd)
 		}
-		switch {
-		case fmt.Sprint(a[2]) == "3" && len(a) > 7: // acquire: 3 keys and arguments
+		switch name {
+		case "acquire":
 			h.mu.Lock()
 			h.acquires++
 			n := h.acquires
@@ -56,7 +54,7 @@ func (h *lateReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				close(h.secondAcquire)
 			}
 			return err
-		case fmt.Sprint(a[2]) == "2" && len(a) > 4 && strings.Contains(fmt.Sprint(a[4]), ":abandoned:"): // the clean-up (abandon)
+		case "abandon": // the clean-up
 			h.mu.Lock()
 			first := !h.cleanupHeld
 			h.cleanupHeld = true

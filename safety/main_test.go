@@ -24,9 +24,11 @@ var (
 	flagLong     = flag.Bool("long", false, "run the long chaos run (8m, >= 10k acquisitions) instead of the short one")
 	flagClients  = flag.Int("chaos.clients", 4, "client processes in the chaos run")
 	flagWorkers  = flag.Int("chaos.workers", 2, "acquiring goroutines per client process")
-	flagNames    = flag.Int("chaos.names", 3, "lock names in the chaos run")
+	flagNames    = flag.Int("chaos.names", 3, "plain-mutex lock names in the chaos run")
+	flagFair     = flag.Int("chaos.fair", 2, "fair-mutex lock names in the chaos run, in addition to the plain ones")
 	flagLease    = flag.Duration("chaos.lease", time.Second, "lease (TTL) of the chaos run's locks")
 	flagWork     = flag.Duration("chaos.work", 100*time.Millisecond, "longest guarded work of a usual hold (5% of holds outlive the lease)")
+	flagDrain    = flag.Bool("chaos.drain", false, "await the abandonment marks (1 min) after the chaos run, as runs longer than a minute do")
 	flagReport   = flag.String("chaos.report", "", "write the chaos run's figures as JSON to this file")
 )
 

@@ -3,23 +3,42 @@ package safety
 import (
 	"bufio"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/distlock/distlock/internal/redisbackend"
 )
 
 // The monitor follows the lock server's MONITOR feed, which lists every
 // command with the server's wall-clock time in microseconds, including the
-// commands run inside scripts ("[0 lua]" lines). From it, it rebuilds each
-// tenure of each lock on the server: the HSET of the acquire script that
-// wrote owner and token, every PEXPIRE while that owner held it, and the DEL
-// that ended it. The end of a tenure on the server is its DEL, or else the
-// start of the script of its last PEXPIRE plus the lease: the earliest
-// moment at which the server can have expired the key. It is the reference
-// the loss signal of the holder must precede.
+// commands run inside scripts ("[0 lua]" lines, which follow the line of
+// the script's own call). From it, it rebuilds each tenure of each lock on
+// the server: the HSET of the script that wrote owner and token, every
+// PEXPIRE while that owner held it, and the DEL that ended it. The end of a
+// tenure on the server is its DEL, or else the start of the script of its
+// last PEXPIRE plus the lease: the earliest moment at which the server can
+// have expired the key. It is the reference the loss signal of the holder
+// must precede.
+//
+// A fair lock changes hands inside a script of someone else: the release
+// (release.lua, abandon.lua, forceunlock.lua) DELs the lock and, in the
+// same script, grants it to the first live place (an HSET with the new
+// owner and token, then its PEXPIRE); a refresh (refresh.lua) or an
+// acquisition (fair_acquire.lua) grants a lock whose holder's lease ran out.
+// So a tenure is attributed to the owner of its HSET, whatever script wrote
+// it, and the DEL to the owner argument of the script that ran it: the
+// releasing owner. The monitor also follows the queues of fair locks (the
+// ZADD, ZREM and purges of their :q and :qt keys), so that each grant can be
+// checked against the places that were waiting when it was made (FIFO, in
+// checks_test.go).
 type monitor struct {
 	addr   string
 	prefix string
@@ -27,6 +46,14 @@ type monitor struct {
 	mu       sync.Mutex
 	tenures  map[tenureKey]*tenure
 	current  map[string]*tenure // by key: the latest tenure
+	places   map[string]*place  // by lock name + " " + owner: the latest place of the owner
+	queues   map[string][]*place
+	allPlace []*place
+	grants   []grantEvent
+	srv      serverChecks
+	changed  chan struct{} // closed after the next line is handled (await)
+	keepRaw  bool          // keep every line in raw (tests of the monitor)
+	raw      []string
 	lines    int
 	connects int
 	err      error
@@ -48,8 +75,12 @@ type tenure struct {
 	Renewals int
 	Owner    string // from the HSET
 	PID      int    // from the HSET: the holder's process
+	Fair     bool   // the HSET wrote kind=fair
+	By       string // the script that wrote the HSET
+	Granted  bool   // written by a script of another owner: a grant
 	DelOwner string // owner argument of the script that deleted it
 	DelHold  string // hold argument of that script ("0": every hold)
+	DelBy    string // the script that deleted it
 }
 
 // end is when the tenure ended on the server at the earliest.
@@ -61,8 +92,63 @@ func (t *tenure) end() int64 {
 	return exp
 }
 
+// A place is one place in a fair lock's queue, as the server saw it.
+type place struct {
+	Name     string
+	Owner    string // secret: kept in memory, reported as placeID(Owner)
+	PID      int    // from the place's QI value
+	Added    int64  // the ZADD that made it
+	Deadline int64  // when it expires unless refreshed (the latest ZADD of :qt)
+	Ended    int64  // 0 while it is in the queue
+	How      string // granted, expired, dropped (its owner's release or abandon), cut (the feed broke)
+	By       string // the script that ended it
+	Token    uint64 // granted: the token of the grant
+}
+
+// live says whether the place is in the queue for a script that starts at
+// ts: not removed, and its deadline not passed (purge removes the places
+// whose deadline is at or before the script's clock).
+func (p *place) live(ts int64) bool { return p.Ended == 0 && p.Deadline > ts }
+
+// A grantEvent is a tenure of a fair lock: a grant inside someone else's
+// script, or a take by the owner's own request, with the places that were
+// live in the queue when it was made.
+type grantEvent struct {
+	Name  string
+	Owner string
+	Token uint64
+	At    int64  // start of the script that made it
+	By    string // that script
+	Place bool   // the owner had a place (and left the queue with the grant)
+	Ahead []placeRef
+}
+
+type placeRef struct {
+	Owner string
+	Added int64
+}
+
+// serverChecks are what the monitor checks on the feed as it reads it.
+type serverChecks struct {
+	Tenures     int
+	Overlaps    int // a tenure written while the previous one of the key could not have expired: must be 0
+	StaleDels   int // a DEL by a release or abandon of an owner other than the holder: must be 0
+	DelBy       map[string]int
+	TenuresBy   map[string]int // by the script that wrote them, "+grant" when inside another owner's script
+	Resurrected int            // a place made again for an owner whose place had ended
+	Detail      []string
+}
+
+func (s *serverChecks) note(format string, args ...any) {
+	if len(s.Detail) < 10 {
+		s.Detail = append(s.Detail, fmt.Sprintf(format, args...))
+	}
+}
+
 func newMonitor(addr, prefix string) *monitor {
-	return &monitor{addr: addr, prefix: prefix, tenures: map[tenureKey]*tenure{}, current: map[string]*tenure{}}
+	return &monitor{addr: addr, prefix: prefix, tenures: map[tenureKey]*tenure{}, current: map[string]*tenure{},
+		places: map[string]*place{}, queues: map[string][]*place{},
+		srv: serverChecks{DelBy: map[string]int{}, TenuresBy: map[string]int{}}}
 }
 
 // run follows the feed until ctx ends, reconnecting after the server was
@@ -83,6 +169,14 @@ func (m *monitor) run(ctx context.Context, ready chan<- struct{}) {
 			}
 		}
 		m.current = map[string]*tenure{}
+		for _, q := range m.queues {
+			for _, p := range q {
+				if p.Ended == 0 {
+					p.Ended, p.How = -1, "cut"
+				}
+			}
+		}
+		m.queues = map[string][]*place{}
 		if err != nil && ctx.Err() == nil && !isConnErr(err) {
 			m.err = err
 		}
@@ -137,8 +231,53 @@ func (m *monitor) follow(ctx context.Context, connected func()) error {
 // topCommand is the last command a client sent: the script the following
 // "[0 lua]" lines belong to.
 type topCommand struct {
-	ts   int64
-	args []string
+	ts    int64
+	args  []string
+	first int64 // the time of the script's first command
+
+	parsed  bool
+	script  string            // the script's name (redisbackend.ScriptCall), "" for any other command
+	argv    []string          // its arguments
+	purging map[string]bool   // lock names whose :qt this script has just purged (ZREMRANGEBYSCORE)
+	dropped map[string]*place // places this script removed without a purge: granted if an HSET follows
+}
+
+func (top *topCommand) parse() {
+	if top.parsed {
+		return
+	}
+	top.parsed = true
+	if name, _, argv, ok := redisbackend.ScriptCall(anys(top.args)); ok {
+		top.script, top.argv = name, argv
+	}
+}
+
+// requestedBy says whether owner is an owner argument of the script: its
+// own request (an acquisition, or one of the places a refresh is about).
+func (top *topCommand) requestedBy(owner string) bool {
+	top.parse()
+	switch top.script {
+	case "acquire", "fair_acquire":
+		return len(top.argv) > 0 && top.argv[0] == owner
+	case "refresh":
+		for i := 0; i < len(top.argv); i += 6 {
+			if top.argv[i] == owner {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// splitKey splits a key of the lock server into the lock name and what
+// follows the name's braces ("" for the lock hash, ":q", ":fence", ...).
+func (m *monitor) splitKey(key string) (name, suffix string, ok bool) {
+	rest, ok := strings.CutPrefix(key, m.prefix+"{")
+	if !ok {
+		return "", "", false
+	}
+	name, suffix, ok = strings.Cut(rest, "}")
+	return name, suffix, ok
 }
 
 // handle parses one feed line: +1700000000.123456 [0 lua] "PEXPIRE" "k" "500".
@@ -164,15 +303,40 @@ func (m *monitor) handle(line string, top *topCommand) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lines++
+	if m.keepRaw {
+		m.raw = append(m.raw, line)
+	}
+	if m.changed != nil {
+		close(m.changed)
+		m.changed = nil
+	}
 	if !inLua {
-		top.ts, top.args = ts, args
+		*top = topCommand{ts: ts, args: args}
 		return
 	}
-	if len(args) < 2 || !strings.HasPrefix(args[1], m.prefix+"{") || !strings.HasSuffix(args[1], "}") {
+	if top.first == 0 {
+		top.first = ts
+	}
+	if len(args) < 2 {
 		return
 	}
+	name, suffix, ok := m.splitKey(args[1])
+	if !ok {
+		return
+	}
+	cmd := strings.ToUpper(args[0])
+	switch suffix {
+	case "":
+		m.lockCommand(cmd, args, name, ts, top)
+	case ":q", ":qt", ":qi":
+		m.queueCommand(cmd, suffix, args, name, ts, top)
+	}
+}
+
+// lockCommand follows the commands on a lock hash.
+func (m *monitor) lockCommand(cmd string, args []string, name string, ts int64, top *topCommand) {
 	key := args[1]
-	switch strings.ToUpper(args[0]) {
+	switch cmd {
 	case "HSET":
 		var tok uint64
 		for i := 2; i+1 < len(args); i += 2 {
@@ -183,17 +347,42 @@ func (m *monitor) handle(line string, top *topCommand) {
 		if tok == 0 {
 			return
 		}
-		t := &tenure{Start: ts, ExpBase: ts}
+		top.parse()
+		t := &tenure{Start: ts, ExpBase: ts, By: top.script}
 		for i := 2; i+1 < len(args); i += 2 {
 			switch args[i] {
 			case "owner":
 				t.Owner = args[i+1]
 			case "pid":
 				t.PID, _ = strconv.Atoi(args[i+1])
+			case "kind":
+				t.Fair = args[i+1] == "fair"
 			}
+		}
+		t.Granted = !top.requestedBy(t.Owner)
+		m.srv.Tenures++
+		by := t.By
+		if t.Granted {
+			by += "+grant"
+		}
+		m.srv.TenuresBy[by]++
+		// Mutual exclusion on the server: the previous tenure of the key
+		// was deleted, or had expired when this script started (a script
+		// sees the keys as of its start, which is before its first
+		// command). The previous lease ran from the start of its
+		// PEXPIRE's script at the earliest; 2 ms cover the millisecond
+		// rounding of expiries.
+		if prev := m.current[key]; prev != nil && prev.DelAt == 0 && prev.ExpMs > 0 &&
+			top.first+2*int64(time.Millisecond) < prev.ExpBase+prev.ExpMs*int64(time.Millisecond) {
+			m.srv.Overlaps++
+			m.srv.note("%s: token %d written by %s at %d while token %d could still be held (its lease of %d ms from %d)",
+				key, tok, top.script, top.first, prev.tokenOf(m), prev.ExpMs, prev.ExpBase)
 		}
 		m.tenures[tenureKey{key, tok}] = t
 		m.current[key] = t
+		if t.Fair {
+			m.grant(name, t, tok, top)
+		}
 	case "PEXPIRE":
 		t := m.current[key]
 		if t == nil || len(args) < 3 {
@@ -205,12 +394,147 @@ func (m *monitor) handle(line string, top *topCommand) {
 		}
 		t.ExpBase, t.ExpMs = top.ts, ms
 	case "DEL":
-		if t := m.current[key]; t != nil && t.DelAt == 0 {
-			t.DelAt = ts
-			// evalsha SHA 1 KEY OWNER HOLD ... (release.lua)
-			if len(top.args) > 5 && top.args[2] == "1" {
-				t.DelOwner, t.DelHold = top.args[4], top.args[5]
+		t := m.current[key]
+		if t == nil || t.DelAt != 0 {
+			return
+		}
+		t.DelAt = ts
+		top.parse()
+		t.DelBy = top.script
+		m.srv.DelBy[top.script]++
+		switch top.script {
+		case "release":
+			if len(top.argv) > 1 {
+				t.DelOwner, t.DelHold = top.argv[0], top.argv[1]
 			}
+		case "abandon":
+			if len(top.argv) > 0 {
+				t.DelOwner, t.DelHold = top.argv[0], "0"
+			}
+		}
+		// release.lua and abandon.lua delete the lock of the owner they
+		// are called for, and only that one: a stale release (a lease
+		// that was lost, an owner given up late) never deletes a
+		// successor's lock.
+		if (top.script == "release" || top.script == "abandon") && t.DelOwner != t.Owner {
+			m.srv.StaleDels++
+			m.srv.note("%s: %s of owner %s deleted the lock of owner %s", key, top.script, placeID(t.DelOwner), placeID(t.Owner))
+		}
+	}
+}
+
+// tokenOf finds the token of t (for messages).
+func (t *tenure) tokenOf(m *monitor) uint64 {
+	for k, x := range m.tenures {
+		if x == t {
+			return k.token
+		}
+	}
+	return 0
+}
+
+// grant records the tenure t of a fair lock, with the places that were
+// live when the script that wrote it started.
+func (m *monitor) grant(name string, t *tenure, tok uint64, top *topCommand) {
+	g := grantEvent{Name: name, Owner: t.Owner, Token: tok, At: top.ts, By: top.script}
+	if p := top.dropped[name+" "+t.Owner]; p != nil {
+		p.How, p.Token = "granted", tok
+		g.Place = true
+	} else if p := m.places[name+" "+t.Owner]; p != nil && p.Ended == 0 {
+		// Not seen leaving the queue: take it out now.
+		p.Ended, p.How, p.By, p.Token = top.ts, "granted", top.script, tok
+		g.Place = true
+	}
+	for _, p := range m.queues[name] {
+		if p.Owner != t.Owner && p.live(top.ts) {
+			g.Ahead = append(g.Ahead, placeRef{p.Owner, p.Added})
+		}
+	}
+	m.grants = append(m.grants, g)
+}
+
+// queueCommand follows the commands on a fair lock's queue keys.
+func (m *monitor) queueCommand(cmd, suffix string, args []string, name string, ts int64, top *topCommand) {
+	switch {
+	case suffix == ":q" && cmd == "ZADD" && len(args) >= 4:
+		owner := args[3]
+		k := name + " " + owner
+		if old := m.places[k]; old != nil {
+			if old.Ended == 0 {
+				return // cannot happen: fair_acquire keeps an existing place
+			}
+			m.srv.Resurrected++
+			m.srv.note("%s: owner %s queued again after its place ended (%s by %s)", name, placeID(owner), old.How, old.By)
+		}
+		top.parse()
+		p := &place{Name: name, Owner: owner, Added: ts, Deadline: math.MaxInt64, By: top.script}
+		m.places[k] = p
+		m.allPlace = append(m.allPlace, p)
+		// Drop the ended places from the live queue as it grows.
+		q := m.queues[name][:0]
+		for _, x := range m.queues[name] {
+			if x.Ended == 0 {
+				q = append(q, x)
+			}
+		}
+		m.queues[name] = append(q, p)
+	case suffix == ":qt" && cmd == "ZADD" && len(args) >= 4:
+		if p := m.places[name+" "+args[3]]; p != nil && p.Ended == 0 {
+			ms, _ := strconv.ParseInt(args[2], 10, 64)
+			p.Deadline = ms * int64(time.Millisecond)
+		}
+	case suffix == ":qt" && cmd == "ZREMRANGEBYSCORE":
+		if top.purging == nil {
+			top.purging = map[string]bool{}
+		}
+		top.purging[name] = true
+	case suffix == ":qi" && cmd == "HSET" && len(args) >= 4:
+		if p := m.places[name+" "+args[2]]; p != nil && p.Ended == 0 {
+			if f := strings.Fields(args[3]); len(f) >= 5 {
+				p.PID, _ = strconv.Atoi(f[4])
+			}
+		}
+	case suffix == ":q" && cmd == "ZREM":
+		purge := top.purging[name]
+		delete(top.purging, name)
+		top.parse()
+		for _, owner := range args[2:] {
+			p := m.places[name+" "+owner]
+			if p == nil || p.Ended != 0 {
+				continue // no place: drop_place of an owner that had none
+			}
+			p.Ended, p.By = ts, top.script
+			if purge {
+				p.How = "expired"
+				continue
+			}
+			p.How = "dropped"
+			if top.dropped == nil {
+				top.dropped = map[string]*place{}
+			}
+			top.dropped[name+" "+owner] = p
+		}
+	}
+}
+
+// await waits until cond, called with m.mu held, is true after some line
+// of the feed was handled, or ctx ends.
+func (m *monitor) await(ctx context.Context, cond func() bool) error {
+	for {
+		m.mu.Lock()
+		ok := cond()
+		if m.changed == nil {
+			m.changed = make(chan struct{})
+		}
+		ch := m.changed
+		m.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -248,6 +572,40 @@ func (ms monitors) each(f func(key string, token uint64, t tenure)) {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// fair returns copies of every place and grant of a fair lock seen on any
+// server, and the sums of the server-side checks.
+func (ms monitors) fair() (places []place, grants []grantEvent, srv serverChecks) {
+	srv.DelBy, srv.TenuresBy = map[string]int{}, map[string]int{}
+	for _, m := range ms {
+		m.mu.Lock()
+		for _, p := range m.allPlace {
+			places = append(places, *p)
+		}
+		grants = append(grants, m.grants...)
+		s := m.srv
+		srv.Tenures += s.Tenures
+		srv.Overlaps += s.Overlaps
+		srv.StaleDels += s.StaleDels
+		srv.Resurrected += s.Resurrected
+		for k, v := range s.DelBy {
+			srv.DelBy[k] += v
+		}
+		for k, v := range s.TenuresBy {
+			srv.TenuresBy[k] += v
+		}
+		srv.Detail = append(srv.Detail, s.Detail...)
+		m.mu.Unlock()
+	}
+	return places, grants, srv
+}
+
+// placeID names an owner in reports and histories without revealing it
+// (owner ids are secrets: whoever knows one can release its lock).
+func placeID(owner string) string {
+	sum := sha1.Sum([]byte(owner))
+	return hex.EncodeToString(sum[:8])
 }
 
 // status sums the feed lines read and reports the first feed error.
@@ -318,6 +676,15 @@ func parseQuoted(s string) []string {
 			}
 		}
 		out = append(out, b.String())
+	}
+	return out
+}
+
+// anys converts a command's arguments for redisbackend.ScriptCall.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
 	}
 	return out
 }
