@@ -1,8 +1,10 @@
-// Command lockbench benchmarks distlock against its Go peers (a raw go-redis
-// baseline, go-redsync/redsync/v4, bsm/redislock and rueidislock) in one
-// invocation, on redis-server processes it starts itself on loopback
-// ports, and prints a markdown report with ratios to the baseline of the
-// same run. See ../../README.md.
+// Command lockbench benchmarks distlock (its Mutex and its FairMutex)
+// against its Go peers (a raw go-redis baseline, go-redsync/redsync/v4,
+// bsm/redislock and rueidislock) in one invocation, on redis-server
+// processes it starts itself on loopback ports, and prints a markdown
+// report with ratios to the baseline of the same run; scenarios g and h
+// measure its RWMutex against its own mutexes, i, j and k its Semaphore
+// against its mutexes and a naive counting semaphore. See ../../README.md.
 //
 //	go run ./cmd/lockbench -out ../docs/benchmarks.md -chart ../docs/benchmarks.png
 package main
@@ -27,13 +29,13 @@ import (
 )
 
 func main() {
-	harness.RunWorkerIfRequested() // worker processes of scenarios d, e, f
+	harness.RunWorkerIfRequested() // worker processes of scenarios d, e, f, h, k
 
 	cfg := harness.DefaultConfig()
-	flag.DurationVar(&cfg.Duration, "duration", cfg.Duration, "time per library per run in scenarios a-d (and 3× that bounds a run of e)")
-	runs := flag.Int("runs", 5, "runs of each scenario a-e; the report shows medians")
+	flag.DurationVar(&cfg.Duration, "duration", cfg.Duration, "time per library per run in scenarios a-d, and per half of g (3× that bounds a run of e)")
+	runs := flag.Int("runs", 5, "runs of each scenario a-e, g-k; the report shows medians")
 	flag.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "hand-overs per library per run in scenario e")
-	scen := flag.String("scenarios", "a,b,c,d,e,f", "scenarios to run, comma-separated (a-f)")
+	scen := flag.String("scenarios", "a,b,c,d,e,f", "scenarios to run, comma-separated (a-k; g and h, the RWMutex's, and i, j and k, the Semaphore's, run only when named)")
 	libsFlag := flag.String("libs", "all", "libraries, comma-separated: "+strings.Join(harness.AllLibs, ",")+" (raw, the baseline, always runs)")
 	out := flag.String("out", "", "markdown file to write the report into (between <!-- lockbench:begin/end --> markers)")
 	chart := flag.String("chart", "", "PNG file to draw the ratio chart into")
@@ -44,6 +46,19 @@ func main() {
 	flag.IntVar(&cfg.Scale.Waiters, "waiters", cfg.Scale.Waiters, "waiting goroutines in scenario f")
 	flag.IntVar(&cfg.Scale.WaitKeys, "wait-keys", cfg.Scale.WaitKeys, "keys they wait on")
 	scaleRuns := flag.Int("scale-runs", 1, "runs of scenario f")
+	flag.DurationVar(&cfg.Stream.Duration, "stream-duration", cfg.Stream.Duration, "time per lock per run in scenario h")
+	flag.IntVar(&cfg.Stream.Procs, "stream-procs", cfg.Stream.Procs, "reader processes in scenario h")
+	flag.IntVar(&cfg.Stream.Workers, "stream-readers", cfg.Stream.Workers, "reader goroutines per process in scenario h")
+	flag.DurationVar(&cfg.Stream.ReadHold, "read-hold", cfg.Stream.ReadHold, "a reader's time in the critical section in scenario h")
+	flag.DurationVar(&cfg.Stream.WriteHold, "write-hold", cfg.Stream.WriteHold, "the writer's time in the critical section in scenario h")
+	flag.DurationVar(&cfg.Stream.WriteMin, "write-every-min", cfg.Stream.WriteMin, "the writer's shortest pause between writes in scenario h")
+	flag.DurationVar(&cfg.Stream.WriteMax, "write-every-max", cfg.Stream.WriteMax, "the writer's longest pause between writes in scenario h")
+	flag.DurationVar(&cfg.Sem.Duration, "sem-duration", cfg.Sem.Duration, "time per semaphore per run in scenarios j and k")
+	flag.IntVar(&cfg.Sem.Permits, "sem-permits", cfg.Sem.Permits, "the semaphore's permits in scenarios j and k")
+	flag.IntVar(&cfg.Sem.Goroutines, "sem-goroutines", cfg.Sem.Goroutines, "goroutines sharing the semaphore in scenario j")
+	flag.IntVar(&cfg.Sem.Procs, "sem-procs", cfg.Sem.Procs, "processes sharing the semaphore in scenario k")
+	flag.IntVar(&cfg.Sem.ProcWorkers, "sem-proc-goroutines", cfg.Sem.ProcWorkers, "goroutines per process in scenario k")
+	flag.DurationVar(&cfg.Sem.Hold, "sem-hold", cfg.Sem.Hold, "time a permit is held in scenarios j and k")
 	flag.StringVar(&cfg.Scale.CPUProfile, "scale-cpuprofile", "", "write a CPU profile of the client during the renewal window of scenario f")
 	timeout := flag.Duration("timeout", 15*time.Minute, "hard limit for the whole invocation")
 	reference := flag.Bool("reference", true, "also run the raw go-redis pub/sub reference in scenario e")
@@ -61,6 +76,12 @@ func main() {
 	}
 	if *runs < 1 || cfg.Rounds < 1 || cfg.Duration <= 0 {
 		fatal(fmt.Errorf("-runs, -rounds and -duration must be positive"))
+	}
+	if st := cfg.Stream; st.Duration <= 0 || st.Procs < 1 || st.Workers < 1 || st.WriteMin < 0 || st.WriteMax < st.WriteMin {
+		fatal(fmt.Errorf("-stream-duration, -stream-procs and -stream-readers must be positive, and -write-every-max ≥ -write-every-min ≥ 0"))
+	}
+	if sc := cfg.Sem; sc.Duration <= 0 || sc.Permits < 1 || sc.Goroutines < 1 || sc.Procs < 1 || sc.ProcWorkers < 1 || sc.Hold < 0 {
+		fatal(fmt.Errorf("-sem-duration, -sem-permits, -sem-goroutines, -sem-procs and -sem-proc-goroutines must be positive, -sem-hold ≥ 0"))
 	}
 
 	b := &bench{}
@@ -179,6 +200,16 @@ func brief(s string, r harness.Result) string {
 		return fmt.Sprintf("%8.0f acq/s  %8.0f changes/s  fairness %.2f  violations %d  hold %v  errors %d", r.OpsPerS, r.Changes, r.Fairness, r.Viol, r.HoldMean, r.Errors)
 	case harness.ScenE:
 		return fmt.Sprintf("p50 %v  p90 %v  cmds/round %.1f (sent %.1f, in scripts %.1f)  rounds %d  violations %d", r.P50, r.P90, r.CmdsPerRound, r.TopPerRound, r.InScriptRound, r.Rounds, r.Viol)
+	case harness.ScenG, harness.ScenI:
+		return fmt.Sprintf("%8.0f ops/s (1 goroutine)  %8.0f ops/s (parallel)  errors %d", r.OpsPerS, r.ParOpsPerS, r.Errors)
+	case harness.ScenJ, harness.ScenK:
+		sm := r.Sem
+		return fmt.Sprintf("%6.0f acq/s  busy %.0f%%  wait p50 %v p99 %v max %v mean %v  fairness %.3f  per goroutine %d–%d  most permits %d  hold %v  per acq: %.1f cmds %.2f scripts %.0fµs  CPU redis %.0f%% clients %.0f%% others %.0f%% steal %.0f%%  violations %d  errors %d",
+			r.OpsPerS, 100*sm.Busy, sm.WaitP50, sm.WaitP99, sm.WaitMax, sm.WaitMean, r.Fairness, sm.MinCount, sm.MaxCount, sm.MaxPermits, sm.Hold, sm.Cmds, sm.Scripts, sm.ScriptUsec, 100*sm.ServerBusy, 100*sm.ClientBusy, 100*sm.OtherBusy, 100*sm.Steal, r.Viol, r.Errors)
+	case harness.ScenH:
+		st := r.Stream
+		return fmt.Sprintf("writer wait p50 %v p99 %v max %v (%d writes, %d amid readers; split %v / %v / %v)  readers %6.0f acq/s wait p50 %v p99 %v  max holders %d  CPU redis %.0f%% clients %.0f%% others %.0f%% steal %.0f%%  violations %d  errors %d",
+			st.WriterP50, st.WriterP99, st.WriterMax, st.Writes, st.AmidReaders, st.ToQueued, st.Drain, st.Handoff, r.OpsPerS, st.ReaderP50, st.ReaderP99, st.MaxHolders, 100*st.ServerBusy, 100*st.ClientBusy, 100*st.OtherBusy, 100*st.Steal, r.Viol, r.Errors)
 	}
 	return ""
 }

@@ -38,18 +38,61 @@ type Locker interface {
 
 // Lib names the libraries; Raw is the baseline every ratio refers to.
 const (
-	Raw         = "raw"
-	Distlock    = "distlock"
-	Redsync     = "redsync"
-	Redislock   = "redislock"
-	Rueidislock = "rueidislock"
+	Raw      = "raw"
+	Distlock = "distlock"
+	// DistlockFair is distlock's FairMutex: waiters queue in Redis and the
+	// release grants the lock to the first of them.
+	DistlockFair = "distlock-fair"
+	Redsync      = "redsync"
+	Redislock    = "redislock"
+	Rueidislock  = "rueidislock"
 	// RawPubSub is a reference for scenario e only: the least a push-based
 	// waiter can cost, raw go-redis with no library around it.
 	RawPubSub = "rawpubsub"
+	// DistlockRWRead and DistlockRWWrite are the two sides of distlock's
+	// RWMutex, RLock and Lock, as libraries of their own (scenario g and
+	// the go test benchmarks of uncontended acquire+release).
+	DistlockRWRead  = "distlock-rw-read"
+	DistlockRWWrite = "distlock-rw-write"
+	// DistlockRW is distlock's RWMutex in scenario h: the readers take its
+	// read side (RLock), the writer its write side (Lock).
+	DistlockRW = "distlock-rw"
+	// DistlockSem is distlock's Semaphore: each Lock is Acquire of one
+	// permit (Options.Permits of them, DefaultPermits if 0), its Unlock
+	// returns it (scenarios i, j, k).
+	DistlockSem = "distlock-sem"
+	// RawSem is the baseline of the semaphore's scenarios: a naive
+	// counting semaphore on raw go-redis, a counter of the permits in use
+	// with no owner and no lease (as Redisson's RSemaphore), whose
+	// attempts spin as the raw mutex baseline's do.
+	RawSem = "raw-sem"
 )
 
+// DefaultPermits is the capacity of the semaphores of scenarios i, j and k.
+const DefaultPermits = 8
+
 // AllLibs lists the libraries in report order.
-var AllLibs = []string{Raw, Distlock, Redsync, Redislock, Rueidislock}
+var AllLibs = []string{Raw, Distlock, DistlockFair, Redsync, Redislock, Rueidislock}
+
+// RateLibs are the libraries of scenario g: the baseline, distlock's
+// Mutex and FairMutex, and the two sides of its RWMutex. None of the peers
+// has a read-write lock (redsync/v4, bsm/redislock and rueidislock offer
+// exclusive locks only).
+var RateLibs = []string{Raw, Distlock, DistlockFair, DistlockRWRead, DistlockRWWrite}
+
+// StreamLibs are the locks of scenario h: the RWMutex, and distlock's
+// Mutex and FairMutex taken by readers and writer alike.
+var StreamLibs = []string{DistlockRW, Distlock, DistlockFair}
+
+// SemRateLibs are the libraries of scenario i: the mutex baseline,
+// distlock's Mutex and FairMutex, the naive counting semaphore and
+// distlock's Semaphore. None of the peers has a semaphore (redsync/v4,
+// bsm/redislock and rueidislock offer exclusive locks only).
+var SemRateLibs = []string{Raw, Distlock, DistlockFair, RawSem, DistlockSem}
+
+// SemLibs are the semaphores of scenarios j and k; RawSem is their
+// baseline.
+var SemLibs = []string{RawSem, DistlockSem}
 
 // LibTitle is how a library is named in reports.
 func LibTitle(lib string) string {
@@ -58,6 +101,8 @@ func LibTitle(lib string) string {
 		return "raw go-redis (spin)"
 	case Distlock:
 		return "distlock"
+	case DistlockFair:
+		return "distlock FairMutex"
 	case Redsync:
 		return "redsync/v4"
 	case Redislock:
@@ -66,6 +111,16 @@ func LibTitle(lib string) string {
 		return "rueidislock"
 	case RawPubSub:
 		return "raw go-redis pub/sub (reference)"
+	case DistlockRWRead:
+		return "distlock RWMutex RLock"
+	case DistlockRWWrite:
+		return "distlock RWMutex Lock"
+	case DistlockRW:
+		return "distlock RWMutex"
+	case DistlockSem:
+		return "distlock Semaphore"
+	case RawSem:
+		return "raw go-redis counting semaphore (spin)"
 	}
 	return lib
 }
@@ -79,6 +134,9 @@ type Options struct {
 	Events func(distlock.Event)
 	// TTL overrides LockTTL.
 	TTL time.Duration
+	// Permits is the capacity of a semaphore (DistlockSem, RawSem);
+	// DefaultPermits if 0. Each Lock takes one permit.
+	Permits int
 }
 
 // NewLocker returns a client of lib on the Redis server at addr (a
@@ -95,16 +153,22 @@ func NewLocker(lib, addr string, o Options) (Locker, error) {
 		}
 		return rdb
 	}
+	permits := o.Permits
+	if permits == 0 {
+		permits = DefaultPermits
+	}
 	switch lib {
 	case Raw:
 		return &rawLocker{rdb: newRDB(), ttl: ttl}, nil
-	case Distlock:
+	case RawSem:
+		return &rawSemLocker{rdb: newRDB(), permits: permits}, nil
+	case Distlock, DistlockFair, DistlockRWRead, DistlockRWWrite, DistlockSem:
 		rdb := newRDB()
 		var opts []distlock.Option
 		if o.Events != nil {
 			opts = append(opts, distlock.WithEventHandler(o.Events))
 		}
-		return &distLocker{rdb: rdb, c: distlock.New(rdb, opts...), ttl: ttl}, nil
+		return &distLocker{rdb: rdb, c: distlock.New(rdb, opts...), ttl: ttl, kind: lib, permits: permits}, nil
 	case Redsync:
 		rdb := newRDB()
 		return &redsyncLocker{rdb: rdb, rs: redsync.New(goredis.NewPool(rdb)), ttl: ttl}, nil
@@ -168,16 +232,69 @@ func (r *rawLocker) Lock(ctx context.Context, key string) (Unlock, error) {
 
 func (r *rawLocker) Close() error { return r.rdb.Close() }
 
-// --- distlock
+// --- raw go-redis counting semaphore, the naive kind (Redisson's
+// RSemaphore is one): a counter of the permits in use. An attempt is one
+// EVALSHA that adds the permit (INCRBY) and takes it back at once
+// (DECRBY) if that went over the capacity, so the counter never shows a
+// permit that is not held; it is retried at once until it succeeds
+// (spinning, as the raw mutex baseline does). Release is DECRBY. There is
+// no owner and no lease: a holder that dies keeps its permit forever (the
+// semaphore shrinks by one), an Unlock called twice returns two permits,
+// and waiters have no order.
+
+var rawSemAcquire = redis.NewScript(`local v = redis.call("INCRBY", KEYS[1], ARGV[1]) if v > tonumber(ARGV[2]) then redis.call("DECRBY", KEYS[1], ARGV[1]) return 0 end return 1`)
+
+type rawSemLocker struct {
+	rdb     *redis.Client
+	permits int
+}
+
+func (r *rawSemLocker) Lock(ctx context.Context, key string) (Unlock, error) {
+	for {
+		ok, err := rawSemAcquire.Run(ctx, r.rdb, []string{key}, 1, r.permits).Int()
+		if err != nil {
+			return nil, err
+		}
+		if ok == 1 {
+			return func(ctx context.Context) error { return r.rdb.DecrBy(ctx, key, 1).Err() }, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (r *rawSemLocker) Close() error { return r.rdb.Close() }
+
+// --- distlock: Client.Mutex, Client.FairMutex (default queue timeout,
+// 5 s: a grant sets a lease of min(TTL, queue timeout) and the grantee's
+// watchdog renews it to the full TTL at its first tick), or one side of
+// Client.RWMutex (same queue and options as the FairMutex), or one permit
+// of Client.Semaphore (same options; a key is a semaphore's name).
 
 type distLocker struct {
-	rdb *redis.Client
-	c   *distlock.Client
-	ttl time.Duration
+	rdb     *redis.Client
+	c       *distlock.Client
+	ttl     time.Duration
+	kind    string // Distlock (also the zero value), DistlockFair, DistlockRWRead, DistlockRWWrite, DistlockSem
+	permits int    // the Semaphore's capacity
 }
 
 func (d *distLocker) Lock(ctx context.Context, key string) (Unlock, error) {
-	l, err := d.c.Mutex(key, distlock.WithTTL(d.ttl)).Lock(ctx)
+	var l *distlock.Lease
+	var err error
+	switch d.kind {
+	case DistlockFair:
+		l, err = d.c.FairMutex(key, distlock.WithTTL(d.ttl)).Lock(ctx)
+	case DistlockRWRead:
+		l, err = d.c.RWMutex(key, distlock.WithTTL(d.ttl)).RLock(ctx)
+	case DistlockRWWrite:
+		l, err = d.c.RWMutex(key, distlock.WithTTL(d.ttl)).Lock(ctx)
+	case DistlockSem:
+		l, err = d.c.Semaphore(key, d.permits, distlock.WithTTL(d.ttl)).Acquire(ctx, 1)
+	default:
+		l, err = d.c.Mutex(key, distlock.WithTTL(d.ttl)).Lock(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

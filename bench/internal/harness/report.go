@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,9 +33,35 @@ func NewReport(cfg Config, libs, scenarios []string, runs int) *Report {
 }
 
 // LibsFor lists the libraries of a scenario: every library, then its
-// references.
+// references. Scenarios g to k have their own lists (RateLibs,
+// StreamLibs, SemRateLibs, SemLibs): the baseline, the RWMutex, the
+// Semaphore and the naive counting semaphore always, distlock's Mutex and
+// FairMutex if selected.
 func (r *Report) LibsFor(scen string) []string {
+	switch scen {
+	case ScenG:
+		return r.keep(RateLibs)
+	case ScenH:
+		return r.keep(StreamLibs)
+	case ScenI:
+		return r.keep(SemRateLibs)
+	case ScenJ, ScenK:
+		return r.keep(SemLibs)
+	}
 	return append(append([]string(nil), r.Libs...), r.Extra[scen]...)
+}
+
+// keep returns those of libs that are the baseline, a side of the RWMutex,
+// a semaphore, or selected.
+func (r *Report) keep(libs []string) []string {
+	var out []string
+	for _, l := range libs {
+		switch {
+		case l == Raw, l == DistlockRW, l == DistlockRWRead, l == DistlockRWWrite, l == DistlockSem, l == RawSem, slices.Contains(r.Libs, l):
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // ChartLibs lists every library that has a bar somewhere.
@@ -178,13 +205,19 @@ func (r *Report) Value(scen, lib string, m metric) float64 {
 // in the same run (for a lower-is-better metric, lib / baseline too: the
 // caller knows which way is better).
 func (r *Report) Ratio(scen, lib string, m metric) float64 {
-	base := r.Results[scen][Raw]
+	return r.RatioTo(scen, lib, Raw, m)
+}
+
+// RatioTo is the median over runs of lib's metric divided by base's in the
+// same run.
+func (r *Report) RatioTo(scen, lib, base string, m metric) float64 {
+	bs := r.Results[scen][base]
 	var out []float64
 	for i, res := range r.Results[scen][lib] {
-		if i >= len(base) {
+		if i >= len(bs) {
 			break
 		}
-		b := m.get(base[i])
+		b := m.get(bs[i])
 		if b == 0 {
 			continue
 		}
@@ -222,10 +255,7 @@ func headlineLabel(scen string, c Config) string {
 // ChartGroups returns the headline ratios of every timed scenario.
 func (r *Report) ChartGroups() []ChartGroup {
 	var gs []ChartGroup
-	for _, s := range r.Scenarios {
-		if s == ScenF || r.Results[s] == nil {
-			continue
-		}
+	for _, s := range r.timedScenarios() {
 		g := ChartGroup{Label: headlineLabel(s, r.Cfg), Ratios: map[string]float64{}}
 		for _, l := range r.LibsFor(s) {
 			g.Ratios[l] = r.Headline(s, l)
@@ -243,8 +273,8 @@ func (r *Report) Markdown() string {
 	if r.Machine != "" {
 		w("%s\n\n", r.Machine)
 	}
-	if len(r.timedScenarios()) > 0 {
-		w("Every figure of scenarios a–e is the median of %d runs; run *i* of every library used the same redis-server, one library after another (FLUSHALL in between, the order rotated each run). A ratio is the library's figure divided by the raw go-redis baseline's figure **of the same run**, median over runs.\n\n", r.Runs)
+	if len(r.timedScenarios()) > 0 || r.Results[ScenG] != nil || r.Results[ScenH] != nil || r.Results[ScenI] != nil || r.Results[ScenJ] != nil || r.Results[ScenK] != nil {
+		w("Every figure of scenarios a–e and g–k is the median of %d runs; run *i* of every library used the same redis-server, one library after another (FLUSHALL in between, the order rotated each run). A ratio is the library's figure divided by the raw go-redis baseline's figure **of the same run**, median over runs.\n\n", r.Runs)
 	}
 
 	// Summary.
@@ -314,6 +344,11 @@ func (r *Report) Markdown() string {
 		}
 	}
 	r.breakdownMarkdown(&b)
+	r.ratesMarkdown(&b, ScenG)
+	r.streamMarkdown(&b)
+	r.ratesMarkdown(&b, ScenI)
+	r.semMarkdown(&b, ScenJ)
+	r.semMarkdown(&b, ScenK)
 	if len(r.Scale) > 0 || len(r.Waiters) > 0 {
 		r.scaleMarkdown(&b)
 	}
@@ -321,10 +356,12 @@ func (r *Report) Markdown() string {
 	return b.String()
 }
 
+// timedScenarios are those of a-e that ran: the summary and the chart
+// compare the peers in them (f to k have their own tables).
 func (r *Report) timedScenarios() []string {
 	var out []string
 	for _, s := range r.Scenarios {
-		if s != ScenF && r.Results[s] != nil {
+		if slices.Contains([]string{ScenA, ScenB, ScenC, ScenD, ScenE}, s) && r.Results[s] != nil {
 			out = append(out, s)
 		}
 	}
@@ -398,25 +435,58 @@ func (r *Report) breakdownMarkdown(b *strings.Builder) {
 		return
 	}
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	w("**(e) where a push-based hand-over's time goes** (separate traced rounds; the waiter's go-redis connections and commands are timestamped; median of each step, then median over runs)\n\n")
-	w("| library | release start → notification read by the waiter | → acquisition attempt sent | attempt round trip | reply → Lock returns |\n|---|---:|---:|---:|---:|\n")
+	w("**(e) where a push-based hand-over's time goes** (separate traced rounds; the waiter's go-redis connections and commands are timestamped; median of each step, then median over runs. A FairMutex's notification is the grant itself: the release made the waiter the owner, so no acquisition attempt follows)\n\n")
+	w("| library | release start → notification read by the waiter | → acquisition attempt sent | attempt round trip | reply → Lock returns | notification read → Lock returns | the holder's release call (start → reply) |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	var notes []string
 	for _, l := range libs {
+		var brs []Breakdown
+		for _, res := range r.Results[ScenE][l] {
+			if res.Br != (Breakdown{}) {
+				brs = append(brs, res.Br)
+			}
+		}
 		step := func(f func(Breakdown) time.Duration) string {
 			var xs []float64
-			for _, res := range r.Results[ScenE][l] {
-				if res.Br != (Breakdown{}) {
-					xs = append(xs, float64(f(res.Br)))
-				}
+			for _, br := range brs {
+				xs = append(xs, float64(f(br)))
 			}
 			return fmtDur(Median(xs))
 		}
-		w("| %s | %s | %s | %s | %s |\n", LibTitle(l),
+		grant := brs[0].Grant
+		attempt := func(f func(Breakdown) time.Duration) string {
+			if grant {
+				return "– (none)"
+			}
+			return step(f)
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s |\n", LibTitle(l),
 			step(func(x Breakdown) time.Duration { return x.ToRead }),
-			step(func(x Breakdown) time.Duration { return x.ToIssue }),
-			step(func(x Breakdown) time.Duration { return x.RoundTrip }),
-			step(func(x Breakdown) time.Duration { return x.ToReturn }))
+			attempt(func(x Breakdown) time.Duration { return x.ToIssue }),
+			attempt(func(x Breakdown) time.Duration { return x.RoundTrip }),
+			attempt(func(x Breakdown) time.Duration { return x.ToReturn }),
+			step(func(x Breakdown) time.Duration { return x.FromRead }),
+			step(func(x Breakdown) time.Duration { return x.Release }))
+		if grant {
+			rounds, early := 0, 0
+			var after []float64
+			for _, br := range brs {
+				rounds += br.Rounds
+				early += br.Early
+				if br.Early > 0 {
+					after = append(after, float64(br.AfterGrant))
+				}
+			}
+			note := fmt.Sprintf("%s: the renewal of the granted lease to the full TTL (which Lock does not wait for) left before Lock returned in %d of %d traced rounds", LibTitle(l), early, rounds)
+			if len(after) > 0 {
+				note += fmt.Sprintf(", %s after the grant's read (median)", fmtDur(Median(after)))
+			}
+			notes = append(notes, note+".")
+		}
 	}
 	w("\n")
+	for _, n := range notes {
+		w("%s\n\n", n)
+	}
 }
 
 func verdict(ok bool) string {
@@ -426,11 +496,18 @@ func verdict(ok bool) string {
 	return "**missed**"
 }
 
-// targetsMarkdown checks the targets of the performance issue.
-func (r *Report) targetsMarkdown(b *strings.Builder) {
+// targetsMarkdown checks the targets of the performance issue (no table
+// when none of them was measured, as in a run of g and h alone).
+func (r *Report) targetsMarkdown(out *strings.Builder) {
+	var rows strings.Builder
+	defer func() {
+		if rows.Len() > 0 {
+			fmt.Fprintf(out, "#### Targets\n\n| target | measured | verdict |\n|---|---|---|\n%s\n", rows.String())
+		}
+	}()
+	b := &rows
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	has := func(s string) bool { return r.Results[s] != nil && r.Results[s][Distlock] != nil }
-	w("#### Targets\n\n| target | measured | verdict |\n|---|---|---|\n")
 	if has(ScenA) {
 		v := r.Ratio(ScenA, Distlock, mOps)
 		w("| (a) distlock ≥ 0.95× raw baseline | %.2f× | %s |\n", v, verdict(v >= 0.95))
@@ -465,6 +542,7 @@ func (r *Report) targetsMarkdown(b *strings.Builder) {
 		all := r.Value(ScenE, Distlock, mCmds)
 		w("| (e) ≤ 10 Redis commands per hand-over | %.1f sent by clients; %.1f counting those inside scripts | %s (as sent) / %s (incl. scripts) |\n", top, all, verdict(top <= 10), verdict(all <= 10))
 	}
+	r.fairTargetsMarkdown(b)
 	if len(r.Scale) > 0 {
 		rt := medianScale(r.Scale, func(x ScaleResult) float64 { return x.Per100Renewals(float64(x.RoundTrips)) })
 		ev := medianScale(r.Scale, func(x ScaleResult) float64 { return x.Per100Renewals(float64(x.Evalsha)) })
@@ -477,7 +555,46 @@ func (r *Report) targetsMarkdown(b *strings.Builder) {
 		c := medianWaiters(r.Waiters, func(x WaitersResult) float64 { return float64(x.PubSubConns) })
 		w("| (f) %s waiters on %s keys over one subscription connection | %.0f connection(s) | %s |\n", groupDigits(float64(r.Cfg.Scale.Waiters)), groupDigits(float64(r.Cfg.Scale.WaitKeys)), c, verdict(c == 1))
 	}
-	w("\n")
+}
+
+// fairTargetsMarkdown checks the targets of the fair mutex's issue.
+func (r *Report) fairTargetsMarkdown(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	has := func(s, lib string) bool { return r.Results[s] != nil && r.Results[s][lib] != nil }
+	const f = DistlockFair
+	if has(ScenE, f) {
+		v := r.Ratio(ScenE, f, mP50)
+		ref := ""
+		if has(ScenE, RawPubSub) {
+			ref = fmt.Sprintf("; the raw pub/sub reference: %s, %.2f×", fmtDur(r.Value(ScenE, RawPubSub, mP50)), r.Ratio(ScenE, RawPubSub, mP50))
+		}
+		if has(ScenE, Distlock) {
+			ref += fmt.Sprintf("; distlock Mutex: %s, %.2f×", fmtDur(r.Value(ScenE, Distlock, mP50)), r.Ratio(ScenE, Distlock, mP50))
+		}
+		w("| (e) FairMutex hand-over p50 ≤ 1.0× spinning SET NX | %s vs %s: %.2f×%s | %s |\n", fmtDur(r.Value(ScenE, f, mP50)), fmtDur(r.Value(ScenE, Raw, mP50)), v, ref, verdict(v <= 1.0))
+		top := r.Value(ScenE, f, mTop)
+		all := r.Value(ScenE, f, mCmds)
+		w("| (e) FairMutex ≤ 10 Redis commands per hand-over | %.1f sent by clients; %.1f counting those inside scripts | %s (as sent) / %s (incl. scripts) |\n", top, all, verdict(top <= 10), verdict(all <= 10))
+	}
+	if has(ScenD, f) && has(ScenD, Rueidislock) {
+		v := r.RatioTo(ScenD, f, Rueidislock, mChanges)
+		plain := ""
+		if has(ScenD, Distlock) {
+			plain = fmt.Sprintf("; distlock Mutex: %s/s, %.2f×", groupDigits(r.Value(ScenD, Distlock, mChanges)), r.RatioTo(ScenD, Distlock, Rueidislock, mChanges))
+		}
+		w("| (d) FairMutex owner changes/s ≥ 2× rueidislock | %s/s vs %s/s: %.2f× (per-run ratio, median)%s | %s |\n", groupDigits(r.Value(ScenD, f, mChanges)), groupDigits(r.Value(ScenD, Rueidislock, mChanges)), v, plain, verdict(v >= 2))
+	}
+	for _, s := range []string{ScenC, ScenD} {
+		if !has(s, f) {
+			continue
+		}
+		j := r.Value(s, f, mFair)
+		plain := ""
+		if has(s, Distlock) {
+			plain = fmt.Sprintf(" (distlock Mutex: %.2f)", r.Value(s, Distlock, mFair))
+		}
+		w("| (%s) FairMutex fairness (Jain) ≥ 0.99 | %.3f%s | %s |\n", s, j, plain, verdict(j >= 0.99))
+	}
 }
 
 // Splice writes md into the file at path between the markers

@@ -26,6 +26,8 @@ type Config struct {
 	HandoverPause time.Duration // the holder keeps the lock 1-2× this long once the waiter waits (e)
 	CountRounds   int           // extra hand-overs under MONITOR (e)
 	Scale         ScaleConfig
+	Stream        StreamConfig // scenario h
+	Sem           SemConfig    // scenarios j and k
 }
 
 // DefaultConfig is what lockbench runs without flags.
@@ -41,6 +43,8 @@ func DefaultConfig() Config {
 		HandoverPause: 10 * time.Millisecond,
 		CountRounds:   5,
 		Scale:         DefaultScaleConfig(),
+		Stream:        DefaultStreamConfig(),
+		Sem:           DefaultSemConfig(),
 	}
 }
 
@@ -48,8 +52,8 @@ func DefaultConfig() Config {
 type Result struct {
 	Lib      string
 	Elapsed  time.Duration
-	Ops      int64   // acquire+release pairs (a-d)
-	OpsPerS  float64 // (a-d)
+	Ops      int64   // acquire+release pairs (a-d, g: one goroutine; h: the readers')
+	OpsPerS  float64 // (a-d, g: one goroutine; h: the readers' acquisitions)
 	Errors   int64   // failed acquisitions or releases (not counting the end of a run)
 	Changes  float64 // owner changes per second (c-d)
 	Fairness float64 // Jain's index over workers (c-d)
@@ -72,6 +76,18 @@ type Result struct {
 	TopPerRound   float64   // commands the clients sent (MONITOR pass)
 	InScriptRound float64   // commands run by Lua scripts (MONITOR pass)
 	Br            Breakdown // medians of traced rounds (distlock, raw pub/sub)
+
+	// ParOpsPerS is the second figure of scenarios g and i: acquire+release per second
+	// of Config.Parallel goroutines on their own keys (OpsPerS is one
+	// goroutine's, on a new key each time).
+	ParOpsPerS float64
+	// ParServerCPUPerOp is redis-server's CPU per acquire+release in
+	// that half, in µs (ServerCPUPerOp is the one goroutine's).
+	ParServerCPUPerOp float64
+	// Stream is what the writer and the readers did (h).
+	Stream StreamResult
+	// Sem is what the holders of a semaphore did (j, k).
+	Sem SemResult
 }
 
 // Scenario names.
@@ -82,6 +98,11 @@ const (
 	ScenD = "d"
 	ScenE = "e"
 	ScenF = "f"
+	ScenG = "g"
+	ScenH = "h"
+	ScenI = "i"
+	ScenJ = "j"
+	ScenK = "k"
 )
 
 // ScenarioTitle describes a scenario.
@@ -99,11 +120,22 @@ func ScenarioTitle(s string, c Config) string {
 		return "(e) hand-over to a waiter in another process"
 	case ScenF:
 		return "(f) scale"
+	case ScenG:
+		return fmt.Sprintf("(g) RWMutex rates: 1 goroutine on new keys, and %d goroutines on their own keys", c.Parallel)
+	case ScenH:
+		st := c.Stream
+		return fmt.Sprintf("(h) %d processes × %d readers holding %v, a writer every %v–%v holding %v", st.Procs, st.Workers, st.ReadHold, st.WriteMin, st.WriteMax, st.WriteHold)
+	case ScenI:
+		return fmt.Sprintf("(i) Semaphore rates: 1 goroutine on new keys, and %d goroutines on their own keys", c.Parallel)
+	case ScenJ:
+		return fmt.Sprintf("(j) %d goroutines, 1 process, %d permits, %v hold", c.Sem.Goroutines, c.Sem.Permits, c.Sem.Hold)
+	case ScenK:
+		return fmt.Sprintf("(k) %d processes × %d goroutines, %d permits, %v hold", c.Sem.Procs, c.Sem.ProcWorkers, c.Sem.Permits, c.Sem.Hold)
 	}
 	return s
 }
 
-// Run runs scenario s (a-e) once for lib on the server at addr.
+// Run runs scenario s (a-e, g-k) once for lib on the server at addr.
 func Run(s, lib, addr string, c Config) (Result, error) {
 	switch s {
 	case ScenA:
@@ -116,6 +148,16 @@ func Run(s, lib, addr string, c Config) (Result, error) {
 		return runProcs(lib, addr, c)
 	case ScenE:
 		return runHandover(lib, addr, c)
+	case ScenG:
+		return runRates(lib, addr, c)
+	case ScenH:
+		return runStream(lib, addr, c)
+	case ScenI:
+		return runRates(lib, addr, c)
+	case ScenJ:
+		return runSemInProc(lib, addr, c)
+	case ScenK:
+		return runSemProcs(lib, addr, c)
 	}
 	return Result{}, fmt.Errorf("unknown scenario %q", s)
 }
@@ -381,6 +423,7 @@ func runProcs(lib, addr string, c Config) (Result, error) {
 // latency is from the start of the release to the waiter's acquisition
 // (both clocks are the same machine's). The waiter then releases.
 type Handover struct {
+	lib   string
 	lk    Locker
 	g     *Guard
 	p     *Proc
@@ -405,7 +448,7 @@ func NewHandover(lib, addr string, pause time.Duration) (*Handover, error) {
 		g.Close()
 		return nil, err
 	}
-	h := &Handover{lk: lk, g: g, p: p, pause: pause}
+	h := &Handover{lib: lib, lk: lk, g: g, p: p, pause: pause}
 	for range 2 {
 		if _, err := h.Round(); err != nil {
 			h.Close()
@@ -423,8 +466,8 @@ func (h *Handover) Round() (time.Duration, error) {
 }
 
 // TracedRound makes one hand-over with the waiter's steps timed (for
-// distlock and the raw pub/sub reference; a zero Breakdown otherwise, or
-// when a step was not seen).
+// distlock, its FairMutex and the raw pub/sub reference; a zero Breakdown
+// otherwise, or when a step was not seen).
 func (h *Handover) TracedRound() (time.Duration, Breakdown, error) {
 	return h.round(true)
 }
@@ -453,6 +496,7 @@ func (h *Handover) round(trace bool) (time.Duration, Breakdown, error) {
 	if err := unlock(ctx); err != nil {
 		return 0, br, fmt.Errorf("holder release: %w", err)
 	}
+	rel := time.Now().UnixNano()
 	line, err := h.p.Read(30 * time.Second)
 	if err != nil {
 		return 0, br, err
@@ -464,8 +508,8 @@ func (h *Handover) round(trace bool) (time.Duration, Breakdown, error) {
 	if line, err = h.p.Read(30 * time.Second); err != nil || line != "rel" {
 		return 0, br, fmt.Errorf("waiter release: %q %v", line, err)
 	}
-	if tRead > t0 && tIssue >= tRead && tDone >= tIssue && t1 >= tDone {
-		br = Breakdown{ToRead: time.Duration(tRead - t0), ToIssue: time.Duration(tIssue - tRead), RoundTrip: time.Duration(tDone - tIssue), ToReturn: time.Duration(t1 - tDone)}
+	if trace {
+		br, _ = SplitHandover(h.lib, t0, rel, t1, tRead, tIssue, tDone)
 	}
 	return time.Duration(t1 - t0), br, nil
 }
@@ -552,24 +596,40 @@ func runHandover(lib, addr string, c Config) (Result, error) {
 	return res, nil
 }
 
-// medianBreakdown takes the median of every step separately.
+// medianBreakdown takes the median of every step separately (AfterGrant
+// over the rounds where it was seen).
 func medianBreakdown(brs []Breakdown) Breakdown {
 	if len(brs) == 0 {
 		return Breakdown{}
 	}
-	col := func(f func(Breakdown) time.Duration) time.Duration {
+	med := func(f func(Breakdown) time.Duration, seenOnly bool) time.Duration {
 		var ds []time.Duration
 		for _, b := range brs {
-			ds = append(ds, f(b))
+			if d := f(b); d != 0 || !seenOnly {
+				ds = append(ds, d)
+			}
+		}
+		if len(ds) == 0 {
+			return 0
 		}
 		return Percentile(ds, 50)
 	}
-	return Breakdown{
-		ToRead:    col(func(b Breakdown) time.Duration { return b.ToRead }),
-		ToIssue:   col(func(b Breakdown) time.Duration { return b.ToIssue }),
-		RoundTrip: col(func(b Breakdown) time.Duration { return b.RoundTrip }),
-		ToReturn:  col(func(b Breakdown) time.Duration { return b.ToReturn }),
+	col := func(f func(Breakdown) time.Duration) time.Duration { return med(f, false) }
+	out := Breakdown{
+		ToRead:     col(func(b Breakdown) time.Duration { return b.ToRead }),
+		ToIssue:    col(func(b Breakdown) time.Duration { return b.ToIssue }),
+		RoundTrip:  col(func(b Breakdown) time.Duration { return b.RoundTrip }),
+		ToReturn:   col(func(b Breakdown) time.Duration { return b.ToReturn }),
+		Grant:      brs[0].Grant,
+		AfterGrant: med(func(b Breakdown) time.Duration { return b.AfterGrant }, true),
+		FromRead:   col(func(b Breakdown) time.Duration { return b.FromRead }),
+		Release:    col(func(b Breakdown) time.Duration { return b.Release }),
 	}
+	for _, b := range brs {
+		out.Rounds += b.Rounds
+		out.Early += b.Early
+	}
+	return out
 }
 
 // ParseScenarios splits a comma-separated list like "a,b,f".
@@ -579,10 +639,10 @@ func ParseScenarios(s string) ([]string, error) {
 		f = strings.TrimSpace(strings.ToLower(f))
 		switch f {
 		case "":
-		case ScenA, ScenB, ScenC, ScenD, ScenE, ScenF:
+		case ScenA, ScenB, ScenC, ScenD, ScenE, ScenF, ScenG, ScenH, ScenI, ScenJ, ScenK:
 			out = append(out, f)
 		default:
-			return nil, fmt.Errorf("unknown scenario %q (want a-f)", f)
+			return nil, fmt.Errorf("unknown scenario %q (want a-k)", f)
 		}
 	}
 	return out, nil

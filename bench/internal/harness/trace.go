@@ -82,11 +82,65 @@ func (h *traceHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // notification's first byte read by the waiter process, to the waiter
 // sending its acquisition attempt, to that attempt's reply, to Lock
 // returning. Zero when not traced.
+//
+// For a fair mutex (Grant) the notification is the grant itself: the
+// release script made the waiter the owner, so there is no attempt, and
+// ToIssue and RoundTrip are zero; ToReturn runs from the grant's read.
+// AfterGrant is then when the waiter's first command after the grant
+// left, from the grant's read: the renewal of the granted lease to the
+// full TTL, which Lock does not wait for. Zero when it left only after
+// Lock had returned (the trace stops there).
+//
+// FromRead is the time from the notification's read to Lock returning (for
+// a plain mutex ToIssue + RoundTrip + ToReturn). Release is how long the
+// holder's release call took, start to reply, as the holder saw it.
+//
+// A Breakdown of several rounds (medianBreakdown) holds the median of each
+// step, AfterGrant over the rounds where it was seen; Rounds counts the
+// rounds and Early those where the renewal left before Lock returned.
 type Breakdown struct {
 	ToRead, ToIssue, RoundTrip, ToReturn time.Duration
+	Grant                                bool
+	AfterGrant                           time.Duration
+	FromRead                             time.Duration
+	Release                              time.Duration
+	Rounds, Early                        int
 }
 
-// tracedLibs are the libraries whose waiter can be traced: go-redis based
+// SplitHandover makes the Breakdown of one traced hand-over of lib from
+// unix-ns timestamps: t0 the start of the release and rel its reply (holder),
+// t1 Lock returning, read the first byte read after arming, issue and done
+// the first command sent after that read and its reply (waiter; 0 when not
+// seen). It returns false when the steps are not in order (a step was
+// missed, e.g. the waiter was armed after the release).
+func SplitHandover(lib string, t0, rel, t1, read, issue, done int64) (Breakdown, bool) {
+	if read <= t0 || t1 < read || rel < t0 {
+		return Breakdown{}, false
+	}
+	br := Breakdown{ToRead: time.Duration(read - t0), FromRead: time.Duration(t1 - read), Release: time.Duration(rel - t0), Rounds: 1}
+	if granted(lib) {
+		br.Grant = true
+		br.ToReturn = br.FromRead
+		if issue >= read && issue <= t1 {
+			br.AfterGrant = time.Duration(issue - read)
+			br.Early = 1
+		}
+		return br, true
+	}
+	if issue < read || done < issue || t1 < done {
+		return Breakdown{}, false
+	}
+	br.ToIssue = time.Duration(issue - read)
+	br.RoundTrip = time.Duration(done - issue)
+	br.ToReturn = time.Duration(t1 - done)
+	return br, true
+}
+
+// traced lists the libraries whose waiter can be traced: go-redis based
 // and woken by a message (the spinning baseline never waits, redsync and
 // bsm/redislock poll on a timer).
-func traced(lib string) bool { return lib == Distlock || lib == RawPubSub }
+func traced(lib string) bool { return lib == Distlock || lib == DistlockFair || lib == RawPubSub }
+
+// granted lists the libraries whose release hands the lock to the waiter
+// (the message is the grant): no acquisition attempt follows it.
+func granted(lib string) bool { return lib == DistlockFair }

@@ -26,13 +26,15 @@ const WorkerEnv = "LOCKBENCH_WORKER"
 
 // A WorkerSpec tells a worker process what to do.
 type WorkerSpec struct {
-	Mode       string // "contend", "waiter", "scale", "waiters"
+	Mode       string // "contend", "waiter", "readers", "permits", "scale", "waiters"
 	Lib        string
 	Addr       string
 	Key        string
 	Workers    int           // goroutines (contend)
 	WorkerBase int           // first worker number (contend)
-	Hold       time.Duration // time in the critical section (contend)
+	Hold       time.Duration // time in the critical section (contend, readers)
+	Shared     bool          // the readers share the lock: they enter the guard with EnterShared (readers)
+	Permits    int           // the semaphore's capacity (permits)
 	GuardPath  string
 	MaxLife    time.Duration
 	Scale      ScaleConfig
@@ -99,6 +101,10 @@ func (w *worker) run() error {
 		return w.contend()
 	case "waiter":
 		return w.waiter()
+	case "readers":
+		return w.readers()
+	case "permits":
+		return w.permits()
 	case "scale":
 		res, err := runScale(w.spec.Addr, w.spec.Scale)
 		if err != nil {
@@ -165,6 +171,50 @@ func (w *worker) contend() error {
 	time.Sleep(time.Until(time.Unix(0, start)))
 	res := Contend(lk, g, w.spec.Key, w.spec.Workers, w.spec.WorkerBase, w.spec.Hold, time.Unix(0, end))
 	return w.sayResult(res)
+}
+
+// permits: "ready"; then "go <start unix ns> <end unix ns>"; answers
+// "result <PermitsResult>".
+func (w *worker) permits() error {
+	lk, g, done, err := w.open(Options{Permits: w.spec.Permits})
+	if err != nil {
+		return err
+	}
+	defer done()
+	w.say("ready")
+	var start, end int64
+	if _, err := fmt.Sscanf(<-w.in, "go %d %d", &start, &end); err != nil {
+		return fmt.Errorf("bad go line: %w", err)
+	}
+	time.Sleep(time.Until(time.Unix(0, start)))
+	res := ContendPermits(lk, g, w.spec.Key, w.spec.Workers, w.spec.Hold, w.spec.Permits, time.Unix(0, end))
+	return w.sayResult(res)
+}
+
+// readers: "ready"; then "go" starts the readers (Read), "stop" stops
+// them; answers "result <ReadersResult>".
+func (w *worker) readers() error {
+	lk, g, done, err := w.open(Options{})
+	if err != nil {
+		return err
+	}
+	defer done()
+	w.say("ready")
+	if line := <-w.in; line != "go" {
+		return fmt.Errorf("expected go, got %q", line)
+	}
+	stop := make(chan struct{})
+	out := make(chan ReadersResult, 1)
+	go func() {
+		out <- Read(lk, g, w.spec.Key, w.spec.Workers, w.spec.WorkerBase, w.spec.Hold, w.spec.Shared, stop)
+	}()
+	if line := <-w.in; line != "stop" {
+		close(stop)
+		<-out
+		return fmt.Errorf("expected stop, got %q", line)
+	}
+	close(stop)
+	return w.sayResult(<-out)
 }
 
 // waiter: "ready"; then for each "wait" (or "wait-traced") line it blocks
@@ -270,7 +320,7 @@ func StartWorker(spec WorkerSpec) (*Proc, error) {
 		}
 		close(p.lines)
 	}()
-	if spec.Mode == "contend" || spec.Mode == "waiter" {
+	if spec.Mode == "contend" || spec.Mode == "waiter" || spec.Mode == "readers" || spec.Mode == "permits" {
 		line, err := p.Read(30 * time.Second)
 		if err != nil {
 			p.Kill()
