@@ -393,9 +393,9 @@ func (r *chaosRun) holderSlot() (int, string) {
 				continue
 			}
 			for _, v := range r.ctl.HVals(ctx, "distlock:{"+n+"}:qi").Val() {
-				// seq lease queue channel pid host (lib.lua, place_value)
-				if f := strings.Fields(v); len(f) >= 5 {
-					if pid, err := strconv.Atoi(f[4]); err == nil {
+				// kind n seq lease queue channel pid host (lib.lua, place_value)
+				if f := strings.Fields(v); len(f) >= 7 {
+					if pid, err := strconv.Atoi(f[6]); err == nil {
 						pids = append(pids, pid)
 					}
 				}

@@ -490,8 +490,9 @@ func (m *monitor) queueCommand(cmd, suffix string, args []string, name string, t
 		top.purging[name] = true
 	case suffix == ":qi" && cmd == "HSET" && len(args) >= 4:
 		if p := m.places[name+" "+args[2]]; p != nil && p.Ended == 0 {
-			if f := strings.Fields(args[3]); len(f) >= 5 {
-				p.PID, _ = strconv.Atoi(f[4])
+			// kind n seq lease queue channel pid host (lib.lua, place_value)
+			if f := strings.Fields(args[3]); len(f) >= 7 {
+				p.PID, _ = strconv.Atoi(f[6])
 			}
 		}
 	case suffix == ":q" && cmd == "ZREM":
