@@ -108,6 +108,9 @@ type chaosRun struct {
 	proxies  []*toxiproxy.Proxy    // one per client slot; none in the cluster mode
 	names    []string
 	fair     map[string]time.Duration // the names locked with FairMutex, and their queue timeouts
+	rw       map[string]time.Duration // the names locked with RWMutex, and their queue timeouts
+	sem      map[string]int           // the semaphores' names, and their capacity
+	semQueue time.Duration            // the semaphores' queue timeout
 
 	mu      sync.Mutex
 	procs   []*clientProc // every process ever started
@@ -161,6 +164,19 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 		r.names = append(r.names, name)
 		r.fair[name] = []time.Duration{r.lease / 2, 2 * r.lease}[i%2]
 	}
+	// Read-write locks and semaphores are of their kind for the whole run
+	// too. Their queue timeout is two leases.
+	r.rw, r.sem, r.semQueue = map[string]time.Duration{}, map[string]int{}, 2*r.lease
+	for i := 0; i < *flagRW; i++ {
+		name := fmt.Sprintf("rw-%d", i)
+		r.names = append(r.names, name)
+		r.rw[name] = 2 * r.lease
+	}
+	for i := 0; i < *flagSem; i++ {
+		name := fmt.Sprintf("sem-%d", i)
+		r.names = append(r.names, name)
+		r.sem[name] = semCapacity
+	}
 	r.cluster = cluster
 	if r.cluster {
 		r.kinds = clusterFaultKinds
@@ -192,6 +208,7 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 	defer func() { monStop(); monWG.Wait() }()
 	for _, s := range r.lockSrvs {
 		m := newMonitor(s.Addr(), "distlock:")
+		m.shared = r.sharedNames()
 		mon = append(mon, m)
 		ready := make(chan struct{})
 		monWG.Add(1)
@@ -236,8 +253,8 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 	rep := r.check(store, mon, runEnd)
 	rep.TTL = ttls
 	rep.Seed, rep.Duration = seed, dur.String()
-	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run '%s$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.fair=%d -chaos.lease=%v -chaos.work=%v -v .",
-		t.Name(), seed, dur, *flagClients, *flagWorkers, *flagNames, *flagFair, r.lease, *flagWork)
+	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run '%s$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.fair=%d -chaos.rw=%d -chaos.sem=%d -chaos.lease=%v -chaos.work=%v -v .",
+		t.Name(), seed, dur, *flagClients, *flagWorkers, *flagNames, *flagFair, *flagRW, *flagSem, r.lease, *flagWork)
 	rep.log(t)
 	if *flagReport != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -283,6 +300,9 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 		TryRate:     0.2,
 		ExtendRate:  0.15,
 		Fair:        r.fair,
+		RW:          r.rw,
+		Sem:         r.sem,
+		SemQueue:    r.semQueue,
 	}
 	b, _ := json.Marshal(cfg)
 	p := &clientProc{id: id, slot: slot, history: cfg.History, stderr: filepath.Join(r.dir, fmt.Sprintf("client-%d.stderr", id)), done: make(chan struct{})}
@@ -377,19 +397,20 @@ func (r *chaosRun) record(f fault) {
 	r.mu.Unlock()
 }
 
-// holderSlot finds a slot whose client holds a lock now, or, half the
-// time when there are fair names, one whose client waits in a fair queue
-// (a paused or killed waiter loses its place, and the next in line must
-// be served), or a random slot. It reports which it found.
+// holderSlot finds a slot whose client holds a lock now (a mutex, or a
+// share of a read-write lock or semaphore), or, half the time when there
+// are queued names, one whose client waits in a queue (a paused or killed
+// waiter loses its place, and the next in line must be served), or a
+// random slot. It reports which it found.
 func (r *chaosRun) holderSlot() (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.lease/2)
 	defer cancel()
 	var pids []int
 	what := "holder"
-	if len(r.fair) > 0 && r.rng.Intn(2) == 0 {
+	if len(r.fair)+len(r.rw)+len(r.sem) > 0 && r.rng.Intn(2) == 0 {
 		what = "waiter"
 		for _, n := range r.names {
-			if _, ok := r.fair[n]; !ok {
+			if r.kindOf(n) == "plain" {
 				continue
 			}
 			for _, v := range r.ctl.HVals(ctx, "distlock:{"+n+"}:qi").Val() {
@@ -403,8 +424,14 @@ func (r *chaosRun) holderSlot() (int, string) {
 		}
 	} else {
 		for _, n := range r.names {
-			if pid, err := r.ctl.HGet(ctx, "distlock:{"+n+"}", "pid").Int(); err == nil {
-				pids = append(pids, pid)
+			// A mutex's holder is its pid field; a shared lock's holders
+			// are its i:<owner> fields, 'pid since host' (lib.lua).
+			for f, v := range r.ctl.HGetAll(ctx, "distlock:{"+n+"}").Val() {
+				if f == "pid" || strings.HasPrefix(f, "i:") {
+					if pid, err := strconv.Atoi(strings.Fields(v + " x")[0]); err == nil {
+						pids = append(pids, pid)
+					}
+				}
 			}
 		}
 	}

@@ -62,13 +62,17 @@ type chaosReport struct {
 		Pairs      int // acquisitions checked against all that returned before they were called
 		Violations int
 		Server     int // tenures seen by MONITOR
-		ServerBack int // tenures whose token was not above the previous one of the key
+		// By the name's kind (plain, fair, rw, sem): the pairs checked and
+		// the violations among them.
+		PairsByKind, ViolationsByKind map[string]int
+		ServerBack                    int // tenures whose token was not above the previous one of the key
 	}
 	LossSignal struct {
 		Losses, Checked, First, Late       int
 		ExcludedPaused, ExcludedRestart    int
 		EndedByRelease, Unmatched          int
 		NeverHandedOut                     int
+		Shared                             int // losses of read-write locks' and semaphores' leases: not checked (MONITOR does not follow shared holders)
 		MinLeadMs, MedianLeadMs, P99LeadMs float64
 		Detail                             []string
 	}
@@ -99,6 +103,7 @@ type chaosReport struct {
 	}
 	Orphans orphanReport
 	Fair    fairReport
+	Shared  sharedReport // the read-write locks and semaphores (sharedchecks_test.go)
 	// FairShare is the part of the checkers' figures about fair names.
 	FairShare struct {
 		Histories, HistoriesOk, HistoriesIllegal       int
@@ -138,6 +143,12 @@ func (rep *chaosReport) violations() []string {
 	}
 	if rep.Tokens.Violations > 0 || rep.Tokens.ServerBack > 0 {
 		v = append(v, fmt.Sprintf("tokens: %d out of order, %d not increasing on the server", rep.Tokens.Violations, rep.Tokens.ServerBack))
+	}
+	if rw := rep.Shared.RW; rw.WriterOverlaps > 0 {
+		v = append(v, fmt.Sprintf("read-write locks: %d overlaps of a writer's validity interval with another holder's: %v", rw.WriterOverlaps, rw.Detail))
+	}
+	if sm := rep.Shared.Sem; sm.Exceeded+sm.LeftInUse > 0 {
+		v = append(v, fmt.Sprintf("semaphores: %d acquisitions took the permits in use above the capacity %d, %d permits left in use after the run: %v", sm.Exceeded, sm.Capacity, sm.LeftInUse, sm.Detail))
 	}
 	if rep.LossSignal.Late > 0 {
 		v = append(v, fmt.Sprintf("loss signal after the server could expire the key: %d: %v", rep.LossSignal.Late, rep.LossSignal.Detail))
@@ -188,10 +199,16 @@ func (rep *chaosReport) log(t *testing.T) {
 	f := rep.Fencing
 	t.Logf("fencing: %d reads, %d writes accepted; %d reads, %d writes refused (%d after a pause, %d after a loss, %d after a restart); stale accepted %d, lost updates %d, wrongly refused %d, valid holders refused %d",
 		f.Reads, f.Writes, f.RejectedReads, f.RejectedWrites, f.RejectedAfterPause, f.RejectedAfterLoss, f.RejectedAfterRestrt, f.StaleAccepted, f.LostUpdates, f.WronglyRejected, f.RejectedWhileValid)
-	t.Logf("tokens: %d ordered pairs checked, %d violations; server: %d tenures, %d not increasing", rep.Tokens.Pairs, rep.Tokens.Violations, rep.Tokens.Server, rep.Tokens.ServerBack)
+	t.Logf("tokens: %d ordered pairs checked (by kind %v), %d violations (by kind %v); server: %d tenures, %d not increasing",
+		rep.Tokens.Pairs, rep.Tokens.PairsByKind, rep.Tokens.Violations, rep.Tokens.ViolationsByKind, rep.Tokens.Server, rep.Tokens.ServerBack)
+	rw, sm := rep.Shared.RW, rep.Shared.Sem
+	t.Logf("read-write %v: %d acquisitions (%d readers, %d writers; %d by TryLock/TryRLock); %d intervals, %d checked (excluded %d paused, %d across a restart); writer overlaps %d (must be 0; %d with an excluded interval); reader-reader overlaps %d, at most %d readers at once",
+		rw.Names, rw.Acquisitions, rw.Readers, rw.Writers, rw.Try, rw.Intervals, rw.Checked, rw.ExcludedPaused, rw.ExcludedRestart, rw.WriterOverlaps, rw.WriterOverlapsExcluded, rw.ReaderOverlaps, rw.MaxReaders)
+	t.Logf("semaphores %v (capacity %d): %d acquisitions (by permits %v; %d by TryAcquire); %d intervals, %d checked (excluded %d paused, %d across a restart); at most %d permits in use (%d with the excluded), %d above the capacity (must be 0); %d left in use after the run (must be 0)",
+		sm.Names, sm.Capacity, sm.Acquisitions, sm.ByPermits, sm.Try, sm.Intervals, sm.Checked, sm.ExcludedPaused, sm.ExcludedRestart, sm.MaxInUse, sm.MaxInUseAll, sm.Exceeded, sm.LeftInUse)
 	s := rep.LossSignal
-	t.Logf("loss signal: %d losses, %d checked (%d of them after a release call), %d first, %d late; excluded %d paused, %d restart (data loss), %d never handed out, %d unmatched; lead before the server expiry min %.1f ms, median %.1f ms, p99 %.1f ms",
-		s.Losses, s.Checked, s.EndedByRelease, s.First, s.Late, s.ExcludedPaused, s.ExcludedRestart, s.NeverHandedOut, s.Unmatched, s.MinLeadMs, s.MedianLeadMs, s.P99LeadMs)
+	t.Logf("loss signal: %d losses, %d checked (%d of them after a release call), %d first, %d late; excluded %d paused, %d restart (data loss), %d never handed out, %d unmatched, %d of shared kinds (not followed); lead before the server expiry min %.1f ms, median %.1f ms, p99 %.1f ms",
+		s.Losses, s.Checked, s.EndedByRelease, s.First, s.Late, s.ExcludedPaused, s.ExcludedRestart, s.NeverHandedOut, s.Unmatched, s.Shared, s.MinLeadMs, s.MedianLeadMs, s.P99LeadMs)
 	t.Logf("re-entered leases: unlock outcomes %v; released leases reported lost %d; leases refused while the other lease of the owner was released %d",
 		rep.Reentry.Inner, rep.Reentry.ReportedLost, rep.Reentry.PairRefused)
 	e, c := rep.Extend, rep.Close
@@ -214,8 +231,8 @@ func (rep *chaosReport) log(t *testing.T) {
 	t.Logf("FIFO: %d grants, %d checked (%d unknown), %d places live at them, %d ordered pairs served in order, %d violations",
 		fr.FIFO.Grants, fr.FIFO.Checked, fr.FIFO.Unknown, fr.FIFO.Ahead, fr.FIFO.Ordered, fr.FIFO.Violations)
 	sv := rep.Server
-	t.Logf("server (MONITOR): %d tenures %v, %d begun while the previous could be held; deletions by script %v, %d by another owner's release; %d places made again after they ended",
-		sv.Tenures, sv.TenuresBy, sv.Overlaps, sv.DelBy, sv.StaleDels, sv.Resurrected)
+	t.Logf("server (MONITOR): %d tenures %v, %d begun while the previous could be held; deletions by script %v, %d by another owner's release; %d places made again after they ended; %d commands on read-write locks' and semaphores' keys (not followed)",
+		sv.Tenures, sv.TenuresBy, sv.Overlaps, sv.DelBy, sv.StaleDels, sv.Resurrected, sv.SharedCommands)
 	tt := rep.TTL
 	t.Logf("TTLs during the run: %d samples (%d skipped), keys seen %v, largest PTTL (ms) %v; %d without TTL, %d above their bound, %d unknown",
 		tt.Samples, tt.Skipped, tt.Keys, tt.MaxMs, tt.NoTTL, tt.OverBound, tt.Unknown)
@@ -288,6 +305,7 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	rep := &chaosReport{Faults: map[string]int{}, AcquireOutcomes: map[string]int{}, ReleaseOutcomes: map[string]int{}, FencedOps: map[string]int{}, Lease: r.lease.String()}
 	rep.Cluster = r.cluster
 	rep.Extend.Outcomes, rep.Close.Outcomes, rep.Reentry.Inner = map[string]int{}, map[string]int{}, map[string]int{}
+	rep.Tokens.PairsByKind, rep.Tokens.ViolationsByKind = map[string]int{}, map[string]int{}
 	released := func(rec record) {
 		if rec.Res == "ok" && rec.LostCause {
 			rep.Reentry.ReportedLost++
@@ -441,11 +459,13 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	rep.Losses = len(losses)
 
 	r.checkOverlap(rep, byName, runEnd)
+	r.checkShared(rep, byName, runEnd)
 	r.checkTokens(rep, byName, mon)
 	r.checkFencing(rep, store, byName, runEnd)
 	r.checkLossSignal(rep, losses, byToken, mon)
 	r.checkLinearizable(rep, byName, runEnd)
 	r.checkOrphans(rep)
+	r.checkSemaphoresDrained(rep)
 	r.checkFair(rep, enq, mon)
 	r.checkClose(rep, closes, mon)
 	if r.cluster {
@@ -472,7 +492,9 @@ func tail(path string) string {
 // checkOverlap checks that the validity intervals [acquire reply,
 // min(release call, lease context cancelled, process killed)] of different
 // owners of a lock never overlap, for holders that were not paused and
-// whose lock did not live through a Redis restart (data loss).
+// whose lock did not live through a Redis restart (data loss). It is the
+// mutexes' check: the read-write locks and semaphores, whose holders may
+// overlap, have theirs (checkShared).
 func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisition, runEnd int64) {
 	type iv struct {
 		from, to int64
@@ -480,6 +502,9 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 		excluded bool
 	}
 	for name, as := range byName {
+		if r.isShared(name) {
+			continue
+		}
 		var ivs []iv
 		for _, a := range as {
 			if !a.ok() {
@@ -540,7 +565,11 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 
 // checkTokens checks that an acquisition that returned before another was
 // called has the lower token (restarts included: tokens are at least the
-// server time in µs), and that the server minted increasing tokens.
+// server time in µs), and that the server minted increasing tokens. The
+// rule holds for every kind: a read-write lock mints a new token for each
+// acquisition of either side, a semaphore for each acquisition, strictly
+// above every token issued before for the name; the figures are split by
+// kind.
 func (r *chaosRun) checkTokens(rep *chaosReport, byName map[string][]*acquisition, mon monitors) {
 	for name, as := range byName {
 		var ok []*acquisition
@@ -563,11 +592,13 @@ func (r *chaosRun) checkTokens(rep *chaosReport, byName map[string][]*acquisitio
 				continue
 			}
 			rep.Tokens.Pairs++
+			rep.Tokens.PairsByKind[r.kindOf(name)]++
 			if r.isFair(name) {
 				rep.FairShare.TokenPairs++
 			}
 			if prefMax[i-1] >= b.acq.Token {
 				rep.Tokens.Violations++
+				rep.Tokens.ViolationsByKind[r.kindOf(name)]++
 				if r.isFair(name) {
 					rep.FairShare.TokenViolations++
 				}
@@ -595,12 +626,17 @@ func (r *chaosRun) checkTokens(rep *chaosReport, byName map[string][]*acquisitio
 }
 
 // checkFencing replays the store's log of every register, and checks that
-// no operation of a valid, unpaused holder was refused.
+// no operation of a valid, unpaused holder was refused. The registers are
+// those of the exclusive holders: the mutexes' and the read-write locks'
+// writers (readers and semaphores' holders do no fenced operation).
 func (r *chaosRun) checkFencing(rep *chaosReport, store *redis.Client, byName map[string][]*acquisition, runEnd int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f := &rep.Fencing
 	for _, name := range r.names {
+		if r.kindOf(name) == "sem" {
+			continue
+		}
 		fr := checkRegister(ctx, store, name)
 		if r.isFair(name) {
 			fs := &rep.FairShare
@@ -649,6 +685,10 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 	s.Losses = len(losses)
 	var leads []float64
 	for _, l := range losses {
+		if r.isShared(l.Name) {
+			s.Shared++
+			continue
+		}
 		if r.isFair(l.Name) {
 			rep.FairShare.Losses++
 		}
@@ -827,7 +867,7 @@ func (r *chaosRun) countMasterPause(rep *chaosReport, byName map[string][]*acqui
 // closed.
 type orphanReport struct {
 	AtClose   map[string]int // keys by kind when the last client had closed
-	Awaited   []string       // the kinds that must vanish by themselves: lock, queue, and mark when drained
+	Awaited   []string       // the kinds that must vanish by themselves: lock, holders, queue, and mark when drained
 	Drained   bool           // abandonment marks were awaited too (runs longer than a minute, or -chaos.drain)
 	Left      int            // keys of an awaited kind still there after the wait: must be 0
 	NoTTL     int            // keys without a TTL: must be 0
@@ -844,18 +884,20 @@ func (o *orphanReport) note(format string, args ...any) {
 
 // checkOrphans checks that, once every client has closed, nothing of any
 // lock is left on any lock server but what outlives its locks by design:
-// lock hashes (of killed holders) and fair queues (of killed waiters) must
-// expire by themselves, which is awaited through keyspace notifications;
+// lock hashes (of killed holders), the holders' sets of read-write locks
+// and semaphores (their holders' leases), and queues (of killed waiters)
+// must expire by themselves, which is awaited through keyspace notifications;
 // every key must have a TTL within its kind's bound (keyBound). Fencing
-// counters are kept for their retention (an hour) by design, and the
+// counters and semaphores' capacities are kept for their retention (an
+// hour) by design, and the
 // abandonment marks for a minute: in short runs their TTL is checked, in
 // runs longer than a minute (or with -chaos.drain) they are awaited too.
 func (r *chaosRun) checkOrphans(rep *chaosReport) {
 	o := &rep.Orphans
 	o.AtClose = map[string]int{}
 	o.Drained = *flagDrain || r.dur > time.Minute
-	awaited := map[string]bool{"lock": true, "queue": true, "mark": o.Drained}
-	for _, k := range []string{"lock", "queue", "mark"} {
+	awaited := map[string]bool{"lock": true, "holders": true, "queue": true, "mark": o.Drained}
+	for _, k := range []string{"lock", "holders", "queue", "mark"} {
 		if awaited[k] {
 			o.Awaited = append(o.Awaited, k)
 		}
@@ -863,6 +905,12 @@ func (r *chaosRun) checkOrphans(rep *chaosReport) {
 	wait := 2*r.lease + 10*time.Second
 	for _, q := range r.fair {
 		wait = max(wait, q+10*time.Second)
+	}
+	for _, q := range r.rw {
+		wait = max(wait, q+10*time.Second)
+	}
+	if len(r.sem) > 0 {
+		wait = max(wait, r.semQueue+10*time.Second)
 	}
 	if o.Drained {
 		_, mark := r.keyBound("distlock:{x}:abandoned:x")
@@ -1022,7 +1070,9 @@ func mutexModel(init []int64) porcupine.Model {
 }
 
 // checkLinearizable checks the mutex model on every window without a
-// disruptive fault in it or in the two leases before it, per lock name.
+// disruptive fault in it or in the two leases before it, per lock name: the
+// mutexes' (a read-write lock's or a semaphore's holders may overlap, which
+// the mutex model forbids; checkShared checks them).
 func (r *chaosRun) checkLinearizable(rep *chaosReport, byName map[string][]*acquisition, runEnd int64) {
 	L := int64(r.lease)
 	type span struct{ from, to int64 }
@@ -1053,6 +1103,9 @@ func (r *chaosRun) checkLinearizable(rep *chaosReport, byName map[string][]*acqu
 	lin.CleanTime = time.Duration(clean).Round(time.Millisecond).String()
 	for _, w := range windows {
 		for name, as := range byName {
+			if r.isShared(name) {
+				continue
+			}
 			ops, init, loss := r.windowHistory(as, w.from, w.to, runEnd)
 			if loss {
 				lin.SkippedLoss++

@@ -41,6 +41,13 @@ type clientConfig struct {
 	// the other names are plain mutexes. A name is one kind for the whole
 	// run: kinds never mix (ErrWrongKind).
 	Fair map[string]time.Duration
+	// RW maps the names locked with RWMutex to their queue timeout, and
+	// Sem the semaphores' names to their capacity (their queue timeout
+	// is SemQueue). Readers and permit holders share their lock: they do
+	// not do the fenced read-modify-write, they only hold.
+	RW       map[string]time.Duration
+	Sem      map[string]int
+	SemQueue time.Duration
 }
 
 // chaosClient is the state of one client process.
@@ -257,16 +264,73 @@ func classifyRelease(err error) string {
 	return "ctx"
 }
 
+// locker is one acquisition attempt of work: the lock of the name's kind,
+// how to acquire it, and how (if at all) its owner re-enters it.
+type locker struct {
+	acquire   func(ctx context.Context, try bool) (*distlock.Lease, error)
+	reenter   func(ctx context.Context) (*distlock.Lease, error) // nil: no re-entry (a semaphore)
+	exclusive bool                                               // the holder alone holds the lock: it does the fenced read-modify-write
+	fair      bool
+	mode      string // an RWMutex's side: r or w
+	n         int    // a Semaphore's permits
+}
+
+// lockerFor picks what this attempt on name does: a plain or fair mutex
+// (exclusive, re-entered with Lock), an RWMutex's read side (60%, re-entered
+// with RLock) or write side (exclusive; re-entered with Lock, or with RLock:
+// a downgrade), or 1 or 2 permits of a semaphore (not re-entrant).
+func (c *chaosClient) lockerFor(rng *rand.Rand, name string) locker {
+	lease := c.cfg.Lease
+	if queue, ok := c.cfg.RW[name]; ok {
+		m := c.locks.RWMutex(name, distlock.WithTTL(lease), distlock.WithQueueTimeout(queue))
+		if rng.Float64() < 0.6 {
+			return locker{mode: "r", reenter: m.RLock, acquire: func(ctx context.Context, try bool) (*distlock.Lease, error) {
+				if try {
+					return m.TryRLock(ctx)
+				}
+				return m.RLock(ctx)
+			}}
+		}
+		reenter := m.Lock
+		if rng.Intn(2) == 0 {
+			reenter = m.RLock // a downgrade: the owner reads once it unlocks its write lease
+		}
+		return locker{mode: "w", exclusive: true, reenter: reenter, acquire: func(ctx context.Context, try bool) (*distlock.Lease, error) {
+			if try {
+				return m.TryLock(ctx)
+			}
+			return m.Lock(ctx)
+		}}
+	}
+	if capacity, ok := c.cfg.Sem[name]; ok {
+		s := c.locks.Semaphore(name, capacity, distlock.WithTTL(lease), distlock.WithQueueTimeout(c.cfg.SemQueue))
+		n := 1 + rng.Intn(2)
+		return locker{n: n, acquire: func(ctx context.Context, try bool) (*distlock.Lease, error) {
+			if try {
+				return s.TryAcquire(ctx, n)
+			}
+			return s.Acquire(ctx, n)
+		}}
+	}
+	m := c.locks.Mutex(name, distlock.WithTTL(lease))
+	queue, fair := c.cfg.Fair[name]
+	if fair {
+		m = c.locks.FairMutex(name, distlock.WithTTL(lease), distlock.WithQueueTimeout(queue))
+	}
+	return locker{exclusive: true, fair: fair, reenter: m.Lock, acquire: func(ctx context.Context, try bool) (*distlock.Lease, error) {
+		if try {
+			return m.TryLock(ctx)
+		}
+		return m.Lock(ctx)
+	}}
+}
+
 func (c *chaosClient) work(rng *rand.Rand) {
 	lease := c.cfg.Lease
 	for !c.stopping.Load() {
 		name := c.cfg.Names[rng.Intn(len(c.cfg.Names))]
 		owner := c.seq.Add(1)
-		queue, fair := c.cfg.Fair[name]
-		m := c.locks.Mutex(name, distlock.WithTTL(lease))
-		if fair {
-			m = c.locks.FairMutex(name, distlock.WithTTL(lease), distlock.WithQueueTimeout(queue))
-		}
+		m := c.lockerFor(rng, name)
 		try := rng.Float64() < c.cfg.TryRate
 		cancelMid := rng.Float64() < c.cfg.CancelRate || mono() < c.cancelTil.Load()
 		var ctx context.Context
@@ -277,16 +341,11 @@ func (c *chaosClient) work(rng *rand.Rand) {
 			ctx, cancel = context.WithTimeout(context.Background(), 3*lease)
 		}
 		call := mono()
-		var l *distlock.Lease
-		var err error
-		if try {
-			l, err = m.TryLock(ctx)
-		} else {
-			l, err = m.Lock(ctx)
-		}
+		l, err := m.acquire(ctx, try)
 		ret := mono()
 		cancel()
-		rec := record{K: "acq", Client: c.cfg.ID, Owner: owner, Name: name, Try: try, Call: call, Ret: ret, Res: classify(err), Cancel: cancelMid, Fair: fair}
+		rec := record{K: "acq", Client: c.cfg.ID, Owner: owner, Name: name, Try: try, Call: call, Ret: ret, Res: classify(err), Cancel: cancelMid,
+			Fair: m.fair, Mode: m.mode, N: m.n}
 		if err != nil {
 			rec.Err = err.Error()
 			c.h.write(rec)
@@ -306,21 +365,26 @@ func (c *chaosClient) work(rng *rand.Rand) {
 			t := mono()
 			c.h.write(record{K: "cancel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, T: t, Err: fmt.Sprint(context.Cause(l.Context()))})
 		})
-		c.guarded(rng, l, name, owner)
+		c.guarded(rng, l, name, owner, m.exclusive)
 		// Sometimes a second lease of the same owner (re-entry): either
 		// held and unlocked together with the outer one, both at once,
-		// or a re-entry racing the outer Unlock.
+		// or a re-entry racing the outer Unlock. A semaphore is not
+		// re-entrant.
 		var innerRes chan record // the re-entered lease's Unlock outcome
-		switch x := rng.Float64(); {
+		x := rng.Float64()
+		if m.reenter == nil {
+			x = 1
+		}
+		switch {
 		case x < 0.05:
-			if in, err := m.Lock(l.Context()); err == nil {
+			if in, err := m.reenter(l.Context()); err == nil {
 				innerRes = make(chan record, 1)
 				go func() { innerRes <- c.unlockInner(in, owner, name) }()
 			}
 		case x < 0.10:
 			innerRes = make(chan record, 1)
 			go func() {
-				in, err := m.Lock(l.Context())
+				in, err := m.reenter(l.Context())
 				if err != nil {
 					innerRes <- record{}
 					return
@@ -365,16 +429,22 @@ func (c *chaosClient) work(rng *rand.Rand) {
 // fenced write of read+1. A third of the holders do not look at the lease
 // context before writing (the check-then-act gap of real code), so holders
 // that outlived their lease do try stale writes and the store must refuse
-// them.
-func (c *chaosClient) guarded(rng *rand.Rand, l *distlock.Lease, name string, owner int64) {
+// them. Holders of a shared lock (readers, permit holders) are not
+// exclusive: they only hold for the same work time, with the same Extend
+// calls, and touch no register.
+func (c *chaosClient) guarded(rng *rand.Rand, l *distlock.Lease, name string, owner int64, exclusive bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	tok := l.Token()
-	call := mono()
-	val, ok, err := fencedRead(ctx, c.store, name, tok, owner)
-	c.h.write(record{K: "op", Client: c.cfg.ID, Owner: owner, Name: name, Token: tok, Op: "r", Call: call, Ret: mono(), Acc: ok, Err: errString(err)})
-	if err != nil || !ok {
-		return
+	var val int64
+	if exclusive {
+		call := mono()
+		v, ok, err := fencedRead(ctx, c.store, name, tok, owner)
+		c.h.write(record{K: "op", Client: c.cfg.ID, Owner: owner, Name: name, Token: tok, Op: "r", Call: call, Ret: mono(), Acc: ok, Err: errString(err)})
+		if err != nil || !ok {
+			return
+		}
+		val = v
 	}
 	extending := rng.Float64() < c.cfg.ExtendRate
 	if extending {
@@ -410,11 +480,11 @@ wait:
 			break wait
 		}
 	}
-	if careful && l.Context().Err() != nil {
+	if !exclusive || careful && l.Context().Err() != nil {
 		return
 	}
-	call = mono()
-	ok, err = fencedWrite(ctx, c.store, name, tok, owner, val)
+	call := mono()
+	ok, err := fencedWrite(ctx, c.store, name, tok, owner, val)
 	c.h.write(record{K: "op", Client: c.cfg.ID, Owner: owner, Name: name, Token: tok, Op: "w", Call: call, Ret: mono(), Acc: ok, Err: errString(err)})
 }
 

@@ -5,11 +5,13 @@
 // The suite runs real redis-server processes on loopback ports only:
 //
 //   - chaos_test.go, client_test.go, checks_test.go, monitor_test.go,
-//     fenced_test.go, fairchecks_test.go, history_test.go: a Jepsen-style
-//     run. Client processes (re-executions of the test binary) loop
-//     acquire, fenced read, work, fenced write, release on a few lock
-//     names, plain and fair (FairMutex; a name keeps its kind for the
-//     whole run), while a seeded scheduler kills and stops holders and
+//     fenced_test.go, fairchecks_test.go, sharedchecks_test.go,
+//     history_test.go: a Jepsen-style run. Client processes (re-executions
+//     of the test binary) loop acquire, fenced read, work, fenced write,
+//     release on a few lock names, plain and fair (FairMutex), and hold
+//     the read or write side of a read-write lock and 1 or 2 permits of a
+//     semaphore of 3 (only writers do the fenced read-modify-write; a name
+//     keeps its kind for the whole run), while a seeded scheduler kills and stops holders and
 //     fair waiters, stops and restarts Redis, injects latency, black
 //     holes, connection resets, late requests and lost replies through
 //     in-process toxiproxy proxies, flushes the script cache, exhausts
@@ -22,14 +24,18 @@
 //     timeline, no tenure begun while another could be held, no lock
 //     deleted by another owner's release, FIFO service of the fair queues,
 //     kinds that never mix, and every key's TTL within its bound during and
-//     after the run. TestChaosCluster runs the same on a 3-master Redis
+//     after the run; for the read-write locks, no writer's validity
+//     interval overlapping another holder's, and for the semaphores, never
+//     more permits held than the capacity, and none left after the run. TestChaosCluster runs the same on a 3-master Redis
 //     Cluster with a paused master among its faults.
 //   - monitor_fair_test.go: the MONITOR reconstruction of fair hand-overs
 //     (a grant inside another owner's release) on redis-server.
 //   - badinput_test.go, url_test.go: misuse and bad Redis URLs get typed
 //     errors and corrupt nothing.
-//   - acl_test.go, acl_fair_test.go: the minimal Redis ACL for distlock,
-//     and the rules a fair mutex adds, proven by experiment.
+//   - acl_test.go, acl_fair_test.go, acl_queued_test.go: the minimal Redis
+//     ACL for distlock, and the rules a fair mutex adds, proven by
+//     experiment; the same rules cover the read-write lock, the semaphore,
+//     the election, the once helpers and the multi-lock.
 //   - tls_test.go: TLS with certificate verification fails closed.
 //   - secrets_test.go: owner ids are random (>= 128 bits) and never logged.
 //

@@ -107,12 +107,15 @@ func (r *chaosRun) checkFair(rep *chaosReport, enq map[string]*enqueue, mon moni
 	}
 	slices.Sort(f.Names)
 
-	// Kinds never mix: every tenure of a name is of the name's kind.
+	// Kinds never mix: every tenure of a name is of the name's kind. The
+	// monitor makes tenures of mutexes only (see monitor): one on a read-
+	// write lock's or a semaphore's name is a mutex's owner and token
+	// written to its hash.
 	mon.each(func(key string, token uint64, t tenure) {
 		name := strings.TrimSuffix(strings.TrimPrefix(key, "distlock:{"), "}")
-		if _, fair := r.fair[name]; fair != t.Fair {
+		if _, fair := r.fair[name]; fair != t.Fair || r.isShared(name) {
 			f.KindMismatch++
-			rep.Server.note("%s: token %d written as fair=%v", key, token, t.Fair)
+			rep.Server.note("%s: token %d written as a mutex (fair=%v) to a name of kind %s", key, token, t.Fair, r.kindOf(name))
 		}
 		if t.Fair {
 			by := t.By
@@ -217,9 +220,13 @@ func (r *chaosRun) faultedAround(p *clientProc, from, to int64) bool {
 
 // keyBound names the kind of a key of the lock server and bounds its TTL:
 // a lock hash lives at most its lease (Extend in the chaos run goes up to
-// three leases), a fencing counter its retention, a fair queue's keys its
-// queue timeout, an abandonment mark max(2 leases, 1 min) (the engine's
-// abandonFor, of a lease of at most three). Anything else is unknown.
+// three leases), and so does the holders' set of a read-write lock or a
+// semaphore (it expires with its last holder's lease, as the hash does); a
+// fencing counter and a semaphore's capacity their retention; a queue's
+// keys (of a fair mutex, a read-write lock or a semaphore) its queue
+// timeout; an abandonment mark max(2 leases, 1 min) (the engine's
+// abandonFor, of a lease of at most three). Anything else is unknown,
+// among which a queue or holders' key of a name of another kind.
 func (r *chaosRun) keyBound(key string) (kind string, bound time.Duration) {
 	rest, ok := strings.CutPrefix(key, "distlock:{")
 	if !ok {
@@ -229,14 +236,23 @@ func (r *chaosRun) keyBound(key string) (kind string, bound time.Duration) {
 	if !ok {
 		return "unknown", 0
 	}
-	_, fair := r.fair[name]
+	of := r.kindOf(name)
+	queue := suffix == ":q" || suffix == ":qt" || suffix == ":qi"
 	switch {
 	case suffix == "":
 		return "lock", 3 * r.lease
 	case suffix == ":fence":
 		return "fence", distlock.DefaultFenceRetention
-	case fair && (suffix == ":q" || suffix == ":qt" || suffix == ":qi"):
+	case of == "fair" && queue:
 		return "queue", r.fair[name]
+	case of == "rw" && queue:
+		return "queue", r.rw[name]
+	case of == "sem" && queue:
+		return "queue", r.semQueue
+	case (of == "rw" || of == "sem") && suffix == ":h":
+		return "holders", 3 * r.lease
+	case of == "sem" && suffix == ":cap":
+		return "cap", distlock.DefaultFenceRetention
 	case strings.HasPrefix(suffix, ":abandoned:"):
 		return "mark", max(6*r.lease, time.Minute)
 	}

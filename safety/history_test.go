@@ -31,8 +31,10 @@ type record struct {
 	TTLms  int64  `json:"ttl,omitempty"`    // Extend: the new lease in ms
 	Pair   string `json:"pair,omitempty"`   // rel: the re-entered lease's Unlock outcome, when it differs in success
 	// LostCause: rel, reli: the lease's context ended with ErrLockLost
-	LostCause bool `json:"lostCause,omitempty"`
-	Fair      bool `json:"fair,omitempty"` // acq: a FairMutex
+	LostCause bool   `json:"lostCause,omitempty"`
+	Fair      bool   `json:"fair,omitempty"` // acq: a FairMutex
+	Mode      string `json:"mode,omitempty"` // acq: an RWMutex's side, r (RLock, TryRLock) or w (Lock, TryLock)
+	N         int    `json:"perm,omitempty"` // acq: a Semaphore's permits asked for
 	// enq: a fair_acquire.lua call (see enqueueRecorder): the place's
 	// placeID, and the wall-clock time of the call (Wall is its reply's)
 	Place    string `json:"place,omitempty"`

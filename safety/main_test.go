@@ -26,6 +26,8 @@ var (
 	flagWorkers  = flag.Int("chaos.workers", 2, "acquiring goroutines per client process")
 	flagNames    = flag.Int("chaos.names", 3, "plain-mutex lock names in the chaos run")
 	flagFair     = flag.Int("chaos.fair", 2, "fair-mutex lock names in the chaos run, in addition to the plain ones")
+	flagRW       = flag.Int("chaos.rw", 1, "read-write lock names in the chaos run, in addition to the others")
+	flagSem      = flag.Int("chaos.sem", 1, "semaphore names (capacity 3) in the chaos run, in addition to the others")
 	flagLease    = flag.Duration("chaos.lease", time.Second, "lease (TTL) of the chaos run's locks")
 	flagWork     = flag.Duration("chaos.work", 100*time.Millisecond, "longest guarded work of a usual hold (5% of holds outlive the lease)")
 	flagDrain    = flag.Bool("chaos.drain", false, "await the abandonment marks (1 min) after the chaos run, as runs longer than a minute do")

@@ -39,9 +39,21 @@ import (
 // ZADD, ZREM and purges of their :q and :qt keys), so that each grant can be
 // checked against the places that were waiting when it was made (FIFO, in
 // checks_test.go).
+//
+// The shared kinds (read-write locks and semaphores, the names in shared)
+// are not followed: their holders are fields of the lock hash (t:<owner>,
+// h:<owner>, ...) with their leases in the :h sorted set, and several hold
+// at once, so neither the tenure of one owner per hash nor the FIFO of
+// the fair queue applies. Their scripts' commands are counted
+// (SharedCommands) and otherwise ignored: no tenure, place or grant is
+// made of them, so the server checks below never judge them. A tenure is
+// still made of an HSET that writes a mutex's owner and token to a shared
+// name's hash, which the kinds-never-mix check flags. The shared kinds
+// are checked from the clients' histories instead (sharedchecks_test.go).
 type monitor struct {
 	addr   string
 	prefix string
+	shared map[string]bool // names of read-write locks and semaphores: not followed
 
 	mu       sync.Mutex
 	tenures  map[tenureKey]*tenure
@@ -136,7 +148,10 @@ type serverChecks struct {
 	DelBy       map[string]int
 	TenuresBy   map[string]int // by the script that wrote them, "+grant" when inside another owner's script
 	Resurrected int            // a place made again for an owner whose place had ended
-	Detail      []string
+	// SharedCommands counts the commands on the keys of read-write locks
+	// and semaphores, which the monitor does not follow.
+	SharedCommands int
+	Detail         []string
 }
 
 func (s *serverChecks) note(format string, args ...any) {
@@ -325,6 +340,12 @@ func (m *monitor) handle(line string, top *topCommand) {
 		return
 	}
 	cmd := strings.ToUpper(args[0])
+	if m.shared[name] {
+		m.srv.SharedCommands++
+		if suffix != "" {
+			return
+		}
+	}
 	switch suffix {
 	case "":
 		m.lockCommand(cmd, args, name, ts, top)
@@ -590,6 +611,7 @@ func (ms monitors) fair() (places []place, grants []grantEvent, srv serverChecks
 		srv.Overlaps += s.Overlaps
 		srv.StaleDels += s.StaleDels
 		srv.Resurrected += s.Resurrected
+		srv.SharedCommands += s.SharedCommands
 		for k, v := range s.DelBy {
 			srv.DelBy[k] += v
 		}
