@@ -107,16 +107,17 @@ func WithFixedLease(d time.Duration) MutexOption {
 	}
 }
 
-// WithQueueTimeout sets how long a FairMutex waiter keeps its place in the
-// queue without refreshing it (default 5 s, between 100 ms and 1 h). A
-// waiter refreshes its place every third of the queue timeout or of the
-// TTL, whichever is shorter. A waiter that died, was paused or was cut off
-// loses its place that long after its last refresh, and the next in line
-// is served; if it had been granted the lock meanwhile, the lock is free
-// again by then too (a granted lock expires when the grantee's place would
-// have, until the grantee renews it).
-// A shorter timeout skips dead waiters sooner and costs more refreshes.
-// Mutex ignores it; FairMutex and RWMutex use it.
+// WithQueueTimeout sets how long a waiter of a queued kind keeps its
+// place in the queue without refreshing it (default 5 s, between 100 ms
+// and 1 h). A waiter refreshes its place every third of the queue timeout
+// or of the TTL, whichever is shorter. A waiter that died, was paused or
+// was cut off loses its place that long after its last refresh, and the
+// next in line is served; if it had been granted the lock meanwhile, the
+// lock is free again by then too (a granted lock expires when the
+// grantee's place would have, until the grantee renews it). A shorter
+// timeout skips dead waiters sooner and costs more refreshes. Mutex and
+// MultiMutex ignore it; the queued kinds (FairMutex, RWMutex, Semaphore,
+// Election) use it.
 func WithQueueTimeout(d time.Duration) MutexOption {
 	return func(m *mutexConfig) {
 		m.queue = d
