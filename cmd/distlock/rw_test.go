@@ -569,57 +569,18 @@ func TestUnlockForceRW(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
-	first := holdRead(t, c, "stuck-rw", distlock.WithTTL(time.Second))
-	second := holdRead(t, c, "stuck-rw", distlock.WithTTL(time.Second))
-	dir := t.TempDir()
-	out, goFile := filepath.Join(dir, "out"), filepath.Join(dir, "go")
-	writer := start(t, []string{"OUT=" + out, "GO=" + goFile},
-		"run", "--redis", srv.URL(), "--exclusive", "--queue-timeout", "1m", "stuck-rw", "--", "sh", "-c", holdUntilGo)
-	awaitRWQueued(t, c, "stuck-rw", 0, 1)
-
-	r := run(t, "unlock", "--redis", srv.URL(), "--force", "stuck-rw")
-	r.wantCode(t, 0)
-	host, _ := os.Hostname()
-	me := fmt.Sprintf("%s/%d", host, os.Getpid())
-	awaitFile(t, out) // the writer's command runs
-	var name string
-	var token uint64
-	if _, err := fmt.Sscanf(readFile(t, out), "%s %d", &name, &token); err != nil {
-		t.Fatalf("the writer's command got %q: %v", readFile(t, out), err)
-	}
-	// The readers are listed in the order Redis keeps them: by lease end.
-	prefix := "released stuck-rw (was held shared by 2 readers: "
-	suffix := fmt.Sprintf("); now held exclusively by %s/%d, token %d\n", host, writer.cmd.Process.Pid, token)
-	readers, ok := strings.CutPrefix(r.stdout, prefix)
-	if ok {
-		readers, ok = strings.CutSuffix(readers, suffix)
-	}
-	list := strings.Split(readers, ", ")
-	slices.Sort(list)
-	want := []string{fmt.Sprintf("%s token %d", me, first.Token()), fmt.Sprintf("%s token %d", me, second.Token())}
-	slices.Sort(want)
-	if !ok || !slices.Equal(list, want) {
-		t.Errorf("unlock --force printed %q, want %q, the readers %q, and %q", r.stdout, prefix, want, suffix)
-	}
-	for _, lease := range []*distlock.Lease{first, second} {
-		select {
-		case <-lease.Context().Done():
-			if cause := context.Cause(lease.Context()); !errors.Is(cause, distlock.ErrLockLost) {
-				t.Errorf("a reader's lease ended with %v, want ErrLockLost", cause)
-			}
-		case <-time.After(testTimeout):
-			t.Fatal("a reader was not told that it lost the lock")
-		}
-	}
-	touch(t, goFile)
-	if code := writer.wait(); code != 0 {
-		t.Errorf("writer: exit status %d; stderr:\n%s", code, writer.errOut())
-	}
-	r = run(t, "unlock", "--redis", srv.URL(), "--force", "stuck-rw")
-	r.wantCode(t, 0)
-	if r.stdout != "stuck-rw was not locked\n" {
-		t.Errorf("unlock --force of a free lock printed %q", r.stdout)
-	}
+	forceUnlockHandsOver(t, srv, forceUnlockCase{
+		name: "stuck-rw",
+		held: [2]*distlock.Lease{
+			holdRead(t, c, "stuck-rw", distlock.WithTTL(time.Second)),
+			holdRead(t, c, "stuck-rw", distlock.WithTTL(time.Second)),
+		},
+		waiterFlags: []string{"--exclusive"},
+		awaitQueued: func() { awaitRWQueued(t, c, "stuck-rw", 0, 1) },
+		released:    "was held shared by 2 readers",
+		item:        "%s token %d",
+		now:         "now held exclusively by %s, token %d",
+	})
 }
 
 func itoa64(n uint64) string { return fmt.Sprint(n) }

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -646,57 +645,18 @@ func TestUnlockForceSemaphore(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
-	first := holdPermits(t, c, "stuck-sem", 2, 1, distlock.WithTTL(time.Second))
-	second := holdPermits(t, c, "stuck-sem", 2, 1, distlock.WithTTL(time.Second))
-	dir := t.TempDir()
-	out, goFile := filepath.Join(dir, "out"), filepath.Join(dir, "go")
-	waiter := start(t, []string{"OUT=" + out, "GO=" + goFile},
-		"run", "--redis", srv.URL(), "--semaphore", "2", "--queue-timeout", "1m", "stuck-sem", "--", "sh", "-c", holdUntilGo)
-	awaitSemQueued(t, c, "stuck-sem", 1)
-
-	r := run(t, "unlock", "--redis", srv.URL(), "--force", "stuck-sem")
-	r.wantCode(t, 0)
-	awaitFile(t, out) // the waiter's command runs
-	var name string
-	var token uint64
-	if _, err := fmt.Sscanf(readFile(t, out), "%s %d", &name, &token); err != nil {
-		t.Fatalf("the waiter's command got %q: %v", readFile(t, out), err)
-	}
-	host, _ := os.Hostname()
-	me := fmt.Sprintf("%s/%d", host, os.Getpid())
-	// The holders are listed in the order Redis keeps them: by lease end.
-	prefix := "released stuck-sem (was held with 2/2 permits in use by 2 holders: "
-	suffix := fmt.Sprintf("); now held with 1/2 permits in use by %s/%d, token %d\n", host, waiter.cmd.Process.Pid, token)
-	holders, ok := strings.CutPrefix(r.stdout, prefix)
-	if ok {
-		holders, ok = strings.CutSuffix(holders, suffix)
-	}
-	list := strings.Split(holders, ", ")
-	slices.Sort(list)
-	want := []string{fmt.Sprintf("%s token %d (1 permit)", me, first.Token()), fmt.Sprintf("%s token %d (1 permit)", me, second.Token())}
-	slices.Sort(want)
-	if !ok || !slices.Equal(list, want) {
-		t.Errorf("unlock --force printed %q, want %q, the holders %q, and %q", r.stdout, prefix, want, suffix)
-	}
-	for _, lease := range []*distlock.Lease{first, second} {
-		select {
-		case <-lease.Context().Done():
-			if cause := context.Cause(lease.Context()); !errors.Is(cause, distlock.ErrLockLost) {
-				t.Errorf("a holder's lease ended with %v, want ErrLockLost", cause)
-			}
-		case <-time.After(testTimeout):
-			t.Fatal("a holder was not told that it lost its permit")
-		}
-	}
-	touch(t, goFile)
-	if code := waiter.wait(); code != 0 {
-		t.Errorf("waiter: exit status %d; stderr:\n%s", code, waiter.errOut())
-	}
-	r = run(t, "unlock", "--redis", srv.URL(), "--force", "stuck-sem")
-	r.wantCode(t, 0)
-	if r.stdout != "stuck-sem was not locked\n" {
-		t.Errorf("unlock --force of a free semaphore printed %q", r.stdout)
-	}
+	forceUnlockHandsOver(t, srv, forceUnlockCase{
+		name: "stuck-sem",
+		held: [2]*distlock.Lease{
+			holdPermits(t, c, "stuck-sem", 2, 1, distlock.WithTTL(time.Second)),
+			holdPermits(t, c, "stuck-sem", 2, 1, distlock.WithTTL(time.Second)),
+		},
+		waiterFlags: []string{"--semaphore", "2"},
+		awaitQueued: func() { awaitSemQueued(t, c, "stuck-sem", 1) },
+		released:    "was held with 2/2 permits in use by 2 holders",
+		item:        "%s token %d (1 permit)",
+		now:         "now held with 1/2 permits in use by %s, token %d",
+	})
 }
 
 // TestPermits checks the permits command: growing a full semaphore lets a
