@@ -26,7 +26,9 @@
 // set it, on its monotonic clock, and gives it up a margin earlier
 // (TTL/50 + 5 ms). If renewals cannot be confirmed by then (Redis down or
 // frozen, network partition, pool exhausted), the lease context is
-// cancelled with ErrLockLost. Because the server's lease starts when it
+// cancelled with ErrLockLost (a fixed lease that simply runs its course
+// ends with ErrLeaseExpired, which wraps it). Lease.ValidUntil is that
+// local deadline. Because the server's lease starts when it
 // received that request, which is after it was sent, the cancellation comes
 // before the server can expire the key — provided that
 //

@@ -33,6 +33,14 @@ var (
 	// Extend return it.
 	ErrLockLost = engine.ErrLockLost
 
+	// ErrLeaseExpired: a fixed lease (WithFixedLease) ran its course. It is
+	// the cause of the lease context then, and Unlock and Extend return it.
+	// It wraps ErrLockLost, since past its lease the lock may be taken by
+	// another owner exactly as after a loss; check it first to tell an
+	// expiry the caller asked for from a loss. It is reported as
+	// EventExpired, logged at Debug.
+	ErrLeaseExpired = engine.ErrLeaseExpired
+
 	// ErrClosed: the Client was closed.
 	ErrClosed = engine.ErrClosed
 

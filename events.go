@@ -20,9 +20,10 @@ const (
 	EventLost                             // the lock was lost; the lease context is cancelled
 	EventReleased                         // the holder released the lock
 	EventMismatch                         // Redis disagrees with this client's options (a semaphore's permits); Err says how
+	EventExpired                          // a fixed lease ran its course (ErrLeaseExpired); the lease context is cancelled
 )
 
-var eventNames = [...]string{"", "acquired", "waiting", "renewed", "renew-failed", "lost", "released", "mismatch"}
+var eventNames = [...]string{"", "acquired", "waiting", "renewed", "renew-failed", "lost", "released", "mismatch", "expired"}
 
 func (k EventKind) String() string {
 	if k > 0 && int(k) < len(eventNames) {
@@ -39,7 +40,7 @@ type Event struct {
 	Token uint64        // fencing token, when held
 	Holds int           // hold count, for EventAcquired
 	Wait  time.Duration // time spent waiting, for EventAcquired; the lease, for EventRenewed
-	Err   error         // the cause, for EventRenewFailed, EventLost and EventMismatch
+	Err   error         // the cause, for EventRenewFailed, EventLost, EventMismatch and EventExpired
 }
 
 // observer turns engine events into Events for the handler and the log.

@@ -89,6 +89,31 @@ func ExampleMutex_Lock_waitAndLease() {
 	// Output: importing
 }
 
+// A fixed lease ends by itself: its context carries the deadline, so
+// work started under it stops in time, and the end is ErrLeaseExpired, not
+// a loss. ValidUntil says until when the lock is certainly held.
+func ExampleLease_ValidUntil() {
+	rdb, done := exampleRedis()
+	defer done()
+	locks := distlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	lease, err := locks.Mutex("report", distlock.WithFixedLease(100*time.Millisecond)).Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	deadline, _ := lease.Context().Deadline()
+	fmt.Println("deadline is ValidUntil:", deadline.Equal(lease.ValidUntil()))
+	<-lease.Context().Done() // the work would run here, under lease.Context()
+	fmt.Println("expired:", errors.Is(context.Cause(lease.Context()), distlock.ErrLeaseExpired))
+	fmt.Println("unlock:", errors.Is(lease.Unlock(ctx), distlock.ErrLeaseExpired))
+	// Output:
+	// deadline is ValidUntil: true
+	// expired: true
+	// unlock: true
+}
+
 // Locking again with the lease's context re-enters the lock.
 func ExampleMutex_Lock_reentrant() {
 	rdb, done := exampleRedis()

@@ -23,6 +23,7 @@ type held interface {
 	Token() uint64
 	Tokens() map[string]uint64
 	Context() context.Context
+	ValidUntil() time.Time
 	Unlock(context.Context) error
 	Extend(context.Context, time.Duration) error
 }
@@ -75,6 +76,11 @@ func (l *Lease) Tokens() map[string]uint64 {
 // the cancellation comes before the lease can expire on the server (see the
 // package documentation for the assumptions).
 //
+// A fixed lease's context (WithFixedLease) has a Deadline: ValidUntil's
+// instant, at which it ends with ErrLeaseExpired. Extend moves it, so a
+// call after an Extend can return a later time than one before; contexts
+// derived earlier keep the earlier deadline, which is on the safe side.
+//
 // Acquiring the same lock with this context, or one derived from it,
 // re-enters the lock instead of waiting for it.
 func (l *Lease) Context() context.Context {
@@ -82,6 +88,22 @@ func (l *Lease) Context() context.Context {
 		return endedContext
 	}
 	return l.l.Context()
+}
+
+// ValidUntil is the local instant before which the lock is certainly still
+// held by this lease: its context ends then at the latest, unless a
+// renewal or Extend confirmed in the meantime moves it. It is measured
+// from the send of the last confirmed request, less a margin for clock
+// drift, on this process's monotonic clock (see the package documentation
+// for what it rests on). It returns the zero time once the lease is
+// unlocked or the lock is lost or expired. A watchdog's lease moves it
+// forward with every renewal; for a fixed lease it is the context's
+// Deadline.
+func (l *Lease) ValidUntil() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	return l.l.ValidUntil()
 }
 
 // Unlock releases this hold. Its context is cancelled first, before the

@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -171,21 +172,36 @@ func TestLeaseContextCancelledBeforeExpiryWhenRedisPauses(t *testing.T) {
 	}
 }
 
-// A fixed lease is not renewed: its context ends with ErrLockLost before
-// the lock expires, and then someone else gets the lock.
+// A fixed lease is not renewed: its context, whose Deadline is the
+// lease's local deadline, ends with ErrLeaseExpired (which wraps
+// ErrLockLost) before the lock expires, reported as EventExpired and
+// logged at Debug, not as a loss; Unlock then says it expired; and then
+// someone else gets the lock.
 func TestFixedLease(t *testing.T) {
 	srv := redistest.Start(t)
 	ev := newEvents()
-	c, _ := newClient(t, srv, distlock.WithEventHandler(ev.handle))
+	logs := &levelCounter{}
+	c, _ := newClient(t, srv, distlock.WithEventHandler(ev.handle), distlock.WithLogger(slog.New(logs)))
 	other, _ := newClient(t, srv)
 	ctx := testCtx(t)
 	l, err := c.Mutex("fixed", distlock.WithFixedLease(200*time.Millisecond)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	deadline, ok := l.Context().Deadline()
+	if until := l.ValidUntil(); !ok || !deadline.Equal(until) || until.IsZero() {
+		t.Fatalf("a fixed lease's context: Deadline() = %v, %v; ValidUntil() = %v", deadline, ok, until)
+	}
 	<-l.Context().Done()
-	if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrLockLost) {
-		t.Fatalf("cause = %v, want ErrLockLost", cause)
+	cause := context.Cause(l.Context())
+	if !errors.Is(cause, distlock.ErrLeaseExpired) || !errors.Is(cause, distlock.ErrLockLost) {
+		t.Fatalf("cause = %v, want ErrLeaseExpired (wrapping ErrLockLost)", cause)
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, distlock.ErrLeaseExpired) {
+		t.Fatalf("Unlock after the lease expired = %v, want ErrLeaseExpired", err)
+	}
+	if until := l.ValidUntil(); !until.IsZero() {
+		t.Fatalf("ValidUntil after the lease expired = %v, want the zero time", until)
 	}
 	l2, err := other.Mutex("fixed").Lock(ctx)
 	if err != nil {
@@ -194,9 +210,115 @@ func TestFixedLease(t *testing.T) {
 	if err := l2.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	ev.await(distlock.EventExpired, 1)
+	if n := ev.count(distlock.EventLost); n != 0 {
+		t.Fatalf("the expiry of a fixed lease was reported as %d losses", n)
+	}
 	if n := ev.count(distlock.EventRenewed); n != 0 {
 		t.Fatalf("a fixed lease was renewed %d times", n)
 	}
+	if n := logs.count(slog.LevelWarn); n != 0 {
+		t.Fatalf("the expiry of a fixed lease logged %d warnings", n)
+	}
+}
+
+// ValidUntil follows a lease: a renewed lease's moves forward with each
+// renewal, and has no context Deadline; Extend moves a fixed lease's and
+// its context's Deadline; a lease that was unlocked has none; a MultiMutex
+// lease's is its earliest member's.
+func TestValidUntil(t *testing.T) {
+	srv := redistest.Start(t)
+	ev := newEvents()
+	c, _ := newClient(t, srv, distlock.WithEventHandler(ev.handle))
+	ctx := testCtx(t)
+	l, err := c.Mutex("valid", distlock.WithTTL(300*time.Millisecond)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Context().Deadline(); ok {
+		t.Fatal("a renewed lease's context has a Deadline")
+	}
+	first := l.ValidUntil()
+	if first.IsZero() {
+		t.Fatal("ValidUntil of a held lease is the zero time")
+	}
+	ev.await(distlock.EventRenewed, 1)
+	if later := l.ValidUntil(); !later.After(first) {
+		t.Fatalf("ValidUntil after a renewal = %v, not after %v", later, first)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if until := l.ValidUntil(); !until.IsZero() {
+		t.Fatalf("ValidUntil after Unlock = %v, want the zero time", until)
+	}
+
+	f, err := c.Mutex("valid-fixed", distlock.WithFixedLease(time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := f.Context().Deadline()
+	if err := f.Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	after, ok := f.Context().Deadline()
+	if !ok || !after.After(before) || !after.Equal(f.ValidUntil()) {
+		t.Fatalf("after Extend: Deadline() = %v, %v (before: %v); ValidUntil() = %v", after, ok, before, f.ValidUntil())
+	}
+	if err := f.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	short, err := c.Mutex("valid-short", distlock.WithFixedLease(time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.MultiMutex([]string{"valid-a", "valid-b"}, distlock.WithFixedLease(time.Minute)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Extend(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	md, ok := m.Context().Deadline()
+	if !ok || !md.Equal(m.ValidUntil()) || !md.After(short.ValidUntil()) {
+		t.Fatalf("a multi-lock's Deadline() = %v, %v; ValidUntil() = %v", md, ok, m.ValidUntil())
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := short.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var none *distlock.Lease
+	if !none.ValidUntil().IsZero() {
+		t.Fatal("a nil lease has a ValidUntil")
+	}
+}
+
+// levelCounter is a slog.Handler that counts records by level.
+type levelCounter struct {
+	mu sync.Mutex
+	n  map[slog.Level]int
+}
+
+func (h *levelCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *levelCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *levelCounter) WithGroup(string) slog.Handler            { return h }
+func (h *levelCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil {
+		h.n = map[slog.Level]int{}
+	}
+	h.n[r.Level]++
+	return nil
+}
+
+func (h *levelCounter) count(l slog.Level) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[l]
 }
 
 // Extend lengthens a fixed lease on the server and locally.

@@ -99,7 +99,9 @@ func WithTTL(d time.Duration) MutexOption {
 
 // WithFixedLease sets a lease of d that is never renewed (Redisson's
 // leaseTime): the lock is released after d at the latest, and the lease
-// context is cancelled shortly before. Lease.Extend can still lengthen it.
+// context is cancelled shortly before, with ErrLeaseExpired (logged at
+// Debug: it is the expiry asked for, not a loss); the context's Deadline
+// is that instant. Lease.Extend can still lengthen it.
 func WithFixedLease(d time.Duration) MutexOption {
 	return func(m *mutexConfig) {
 		m.ttl, m.renew = d, false

@@ -30,6 +30,16 @@ var ErrWrongKind = fmt.Errorf("%w: the name is in use by a lock of another kind"
 // lock asked for by a holder of the read side).
 var ErrDeadlock = fmt.Errorf("%w: the caller's own hold conflicts with the request (deadlock)", ErrNotAcquired)
 
+// ErrLeaseExpired ends a fixed lease (one the watchdog does not renew)
+// that ran its course. It wraps ErrLockLost: past its lease the lock may be
+// taken by another owner, exactly as after a loss.
+var ErrLeaseExpired error = expired{}
+
+type expired struct{}
+
+func (expired) Error() string { return "distlock: lease expired" }
+func (expired) Unwrap() error { return ErrLockLost }
+
 // ErrSuperseded is a Renew outcome: a later renewal of the same owner was
 // applied first, so this one changed nothing.
 var ErrSuperseded = errors.New("distlock: renewal superseded by a later one")

@@ -14,6 +14,7 @@ const (
 	Lost                             // the lock was lost; the lease context is cancelled
 	Released                         // the lock was released by its holder
 	Mismatch                         // the store's state disagrees with this client's (a semaphore's capacity); Err says how
+	Expired                          // a fixed lease ran its course; the lease context is cancelled
 )
 
 // Event describes one thing that happened to one lock.
@@ -23,5 +24,5 @@ type Event struct {
 	Token uint64        // fencing token, when held
 	Holds int           // hold count after Acquired
 	Wait  time.Duration // how long Acquired waited; the lease for Renewed
-	Err   error         // the cause of RenewFailed and Lost
+	Err   error         // the cause of RenewFailed, Lost and Expired
 }

@@ -160,8 +160,31 @@ type Lease struct {
 
 func (h *Hold) newLease(id uint64) *Lease {
 	ctx, cancel := context.WithCancelCause(h.ctx)
-	return &Lease{hold: h, id: id, kind: h.kind, ctx: ctx, cancel: cancel}
+	l := &Lease{hold: h, id: id, kind: h.kind, ctx: ctx, cancel: cancel}
+	if !h.renew {
+		l.ctx = fixedContext{ctx, h.leaseEnd}
+	}
+	return l
 }
+
+// leaseEnd is the lease's local deadline (see ValidUntil), kept after it
+// ended.
+func (h *Hold) leaseEnd() time.Time {
+	t, _ := h.e.renew.validUntil(h)
+	return t
+}
+
+// A fixedContext is the context of a lease that the watchdog does not
+// renew: its Deadline is the lease's local deadline, at which it is
+// cancelled (with ErrLeaseExpired) unless Extend moved it first.
+type fixedContext struct {
+	context.Context
+	until func() time.Time
+}
+
+// Deadline reports the lease's local deadline. Extend moves it, so a call
+// after an Extend may return a later time than one before.
+func (c fixedContext) Deadline() (time.Time, bool) { return c.until(), true }
 
 // Name is the name of the lock.
 func (l *Lease) Name() string { return l.hold.name }
@@ -172,8 +195,21 @@ func (l *Lease) Token() uint64 { return l.hold.token }
 // Tokens returns the fencing token by the name of the lock.
 func (l *Lease) Tokens() map[string]uint64 { return map[string]uint64{l.hold.name: l.hold.token} }
 
-// Context is cancelled when this lease is unlocked or its hold ends.
+// Context is cancelled when this lease is unlocked or its hold ends. For a
+// fixed lease, its Deadline is the lease's local deadline.
 func (l *Lease) Context() context.Context { return l.ctx }
+
+// ValidUntil is the local instant before which the lock is certainly still
+// held by this lease (the lease context ends then at the latest, unless a
+// renewal or Extend moves it), or the zero time once the lease is unlocked
+// or its hold has ended.
+func (l *Lease) ValidUntil() time.Time {
+	t, live := l.hold.e.renew.validUntil(l.hold)
+	if !live || l.unlocked.Load() || l.ctx.Err() != nil {
+		return time.Time{}
+	}
+	return t
+}
 
 // Unlock releases this lease: its context is cancelled first. The last
 // lease of a hold releases the lock; an earlier one only its own hold, and

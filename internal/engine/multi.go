@@ -209,6 +209,17 @@ func newGroup(ctx context.Context, e *Engine, name string, leases []*Lease) *Gro
 	}
 	g := &Group{name: name, leases: leases}
 	g.ctx, g.cancel = context.WithCancelCause(vals)
+	if !leases[0].hold.renew { // the members share their options
+		g.ctx = fixedContext{g.ctx, func() time.Time {
+			t := leases[0].hold.leaseEnd()
+			for _, l := range leases[1:] {
+				if u := l.hold.leaseEnd(); u.Before(t) {
+					t = u
+				}
+			}
+			return t
+		}}
+	}
 	for _, l := range leases {
 		lctx := l.ctx
 		g.stops = append(g.stops, context.AfterFunc(lctx, func() { g.cancel(context.Cause(lctx)) }))
@@ -239,6 +250,25 @@ func (g *Group) Tokens() map[string]uint64 {
 
 // Context ends when the group is unlocked or any member is lost.
 func (g *Group) Context() context.Context { return g.ctx }
+
+// ValidUntil is the earliest of the members' ValidUntil: the zero time once
+// any member has ended.
+func (g *Group) ValidUntil() time.Time {
+	if g.unlocked.Load() {
+		return time.Time{}
+	}
+	var until time.Time
+	for i, l := range g.leases {
+		t := l.ValidUntil()
+		if t.IsZero() {
+			return t
+		}
+		if i == 0 || t.Before(until) {
+			until = t
+		}
+	}
+	return until
+}
 
 // Unlock releases every member, the group's context first: each member's
 // lease context is cancelled before its release is sent. It returns the

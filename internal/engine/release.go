@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -153,7 +154,11 @@ func (e *Engine) lose(h *Hold, cause error, stale bool) {
 func (e *Engine) lost(h *Hold, stale bool) {
 	cause := e.renew.causeOf(h)
 	h.cancel(cause)
-	e.emit(Event{Kind: Lost, Name: h.name, Token: h.token, Err: cause})
+	kind := Lost
+	if errors.Is(cause, ErrLeaseExpired) {
+		kind = Expired
+	}
+	e.emit(Event{Kind: kind, Name: h.name, Token: h.token, Err: cause})
 	if stale {
 		e.cleanup(e.ownerOf(h))
 	}

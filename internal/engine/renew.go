@@ -214,7 +214,7 @@ func (r *renewer) fire() {
 	for len(r.holds) > 0 && r.holds[0].next <= now {
 		h := r.holds[0]
 		if h.deadline <= now {
-			r.endLocked(h, fmt.Errorf("%w: renewal not confirmed before the lease deadline", ErrLockLost))
+			r.endLocked(h, deadlineCause(h))
 			lost = append(lost, h)
 			continue
 		}
@@ -430,4 +430,23 @@ func (q *holdHeap) Pop() any {
 	h.index = -1
 	*q = old[:len(old)-1]
 	return h
+}
+
+// deadlineCause is why h ends at its lease deadline: a fixed lease ran its
+// course (nothing was to renew it), or a renewal could not be confirmed in
+// time.
+func deadlineCause(h *Hold) error {
+	if !h.renew && !h.confirm {
+		return fmt.Errorf("%w: the fixed lease of %v was not renewed", ErrLeaseExpired, h.lease)
+	}
+	return fmt.Errorf("%w: renewal not confirmed before the lease deadline", ErrLockLost)
+}
+
+// validUntil is the local instant before which h's lease certainly holds
+// (its context ends then), and whether h still holds: after its end it is
+// the deadline h had then.
+func (r *renewer) validUntil(h *Hold) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.e.epoch.Add(h.deadline), !h.done
 }
