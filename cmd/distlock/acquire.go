@@ -14,7 +14,7 @@ import (
 // interrupted is the cause of a wait ended by a signal.
 type interrupted struct{ sig os.Signal }
 
-func (e interrupted) Error() string { return "interrupted by " + e.sig.String() }
+func (e interrupted) Error() string { return "interrupted by " + signalName(e.sig) }
 
 // acquire takes the lock l as o.wait says, showing progress and warning
 // of a semaphore's mismatched permits unless o.quiet. One of

@@ -72,6 +72,9 @@ func TestBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := run(t, tt.args...)
+			if strings.Contains(r.stderr, " -") && !strings.Contains(r.stderr, " --") && tt.want == exitUsage {
+				t.Errorf("stderr %q names a flag with one dash", r.stderr)
+			}
 			r.wantCode(t, tt.want)
 			wantOneLine(t, r.stderr)
 			if r.stdout != "" {
@@ -145,5 +148,27 @@ func TestHelp(t *testing.T) {
 	r.wantCode(t, 0)
 	if r.stdout != "distlock "+testVersion+"\n" {
 		t.Errorf("distlock --version printed %q", r.stdout)
+	}
+}
+
+// Flag errors speak as the docs do: --flag, and plain words, not the flag
+// package's.
+func TestFlagErrorWording(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--bogus", "x", "--", "true"}, "unknown flag --bogus"},
+		{[]string{"run", "-bogus", "x", "--", "true"}, "unknown flag --bogus"},
+		{[]string{"run", "--wait", "soon", "x", "--", "true"}, `invalid value "soon" for --wait: want a duration`},
+		{[]string{"run", "--fair=maybe", "x", "--", "true"}, `invalid value "maybe" for --fair: parse error`},
+		{[]string{"status", "--redis"}, "flag --redis needs a value"},
+	} {
+		r := run(t, tt.args...)
+		r.wantCode(t, exitUsage)
+		if !strings.Contains(r.stderr, tt.want) || strings.Contains(r.stderr, "flag provided") {
+			t.Errorf("%q: stderr %q, want %q", tt.args, r.stderr, tt.want)
+		}
 	}
 }

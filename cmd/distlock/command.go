@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -77,7 +78,7 @@ func (c *command) run(args []string) error {
 		return nil
 	}
 	if err != nil {
-		return usageErrorf("%v (see distlock %s --help)", err, c.name)
+		return usageErrorf("%s (see distlock %s --help)", flagMessage(err), c.name)
 	}
 	line.args = pos
 	return runner(line)
@@ -143,7 +144,7 @@ func printTopUsage(w io.Writer) {
 	fmt.Fprint(w, `distlock runs commands under distributed locks kept in Redis, and shows
 and manages those locks.
 
-Usage: distlock COMMAND [flags] [ARGS...]
+Usage: distlock [--redis URL] [--prefix PREFIX] COMMAND [flags] [ARGS...]
 
 Commands:
 `)
@@ -158,6 +159,7 @@ Run "distlock COMMAND --help" for the flags and examples of a command, and
 
 Redis is reached at --redis URL, else $REDIS_URL, else %s;
 use rediss:// for TLS, and redis://USER:PASSWORD@HOST:PORT/DB to log in.
+--redis and --prefix may come before the command or among its flags.
 
 Exit statuses:
 %s
@@ -168,4 +170,26 @@ Examples:
   distlock list 'nightly-*'
   distlock demo
 `, defaultRedisURL, exitStatusTable)
+}
+
+// flagWording rewrites the flag package's messages in the form the docs
+// use: --flag, not -flag, and plain words.
+var flagWording = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`^flag provided but not defined: -+(.+)$`), "unknown flag --$1"},
+	{regexp.MustCompile(`^flag needs an argument: -+(.+)$`), "flag --$1 needs a value"},
+	{regexp.MustCompile(`^invalid (boolean )?value (".*") for (flag )?-+([^:]+): (.*)$`), "invalid value $2 for --$4: $5"},
+}
+
+// flagMessage is the message of a flag parsing error, in the docs' words.
+func flagMessage(err error) string {
+	msg := err.Error()
+	for _, w := range flagWording {
+		if w.re.MatchString(msg) {
+			return w.re.ReplaceAllString(msg, w.with)
+		}
+	}
+	return msg
 }

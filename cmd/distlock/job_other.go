@@ -27,6 +27,13 @@ func (j *job) kill() { j.signal(os.Kill) }
 
 func awaitExit(p *os.Process) bool { return false }
 
+func signalName(sig os.Signal) string {
+	if sig == os.Interrupt {
+		return "an interrupt"
+	}
+	return sig.String()
+}
+
 func signalNumber(sig os.Signal) (int, bool) {
 	if sig == os.Interrupt {
 		return 2, true

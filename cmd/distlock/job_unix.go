@@ -60,6 +60,25 @@ func signalJob(j *job, sig os.Signal) {
 func (j *job) kill() { j.signal(syscall.SIGKILL) }
 
 // signalNumber returns the number of sig.
+// signalName is the name of sig as in kill(1): SIGINT, SIGTERM, ...
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGUSR2:
+		return "SIGUSR2"
+	}
+	return sig.String()
+}
+
 func signalNumber(sig os.Signal) (int, bool) {
 	s, ok := sig.(syscall.Signal)
 	return int(s), ok

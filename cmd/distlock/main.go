@@ -33,6 +33,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -46,6 +47,13 @@ func runMain(args []string) int {
 	if len(args) == 0 {
 		return report("distlock", usageErrorf("missing command: run, status, list, unlock, permits or demo (see distlock --help)"))
 	}
+	global, args, err := leadingGlobalFlags(args)
+	if err != nil {
+		return report("distlock", err)
+	}
+	if len(args) == 0 {
+		return report("distlock", usageErrorf("missing command after %s: run, status, list, unlock, permits or demo (see distlock --help)", strings.Join(global, " ")))
+	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		return help(args[1:])
@@ -56,11 +64,39 @@ func runMain(args []string) int {
 	cmd := lookup(args[0])
 	switch {
 	case cmd == nil && strings.HasPrefix(args[0], "-"):
-		return report("distlock", usageErrorf("unknown flag %s: flags go after the command, as in distlock run --wait 0 NAME -- COMMAND (see distlock --help)", args[0]))
+		return report("distlock", usageErrorf("unknown flag --%s before the command: only --redis and --prefix may come before it; the command's own flags go after it, as in distlock run --wait 0 NAME -- COMMAND (see distlock --help)", strings.TrimLeft(args[0], "-")))
 	case cmd == nil:
 		return report("distlock", usageErrorf("unknown command %q (see distlock --help)", args[0]))
 	}
-	return report("distlock "+cmd.name, cmd.run(args[1:]))
+	// The global flags go first, so that the command's own --redis or
+	// --prefix, if given too, wins.
+	return report("distlock "+cmd.name, cmd.run(append(global, args[1:]...)))
+}
+
+// globalFlags are the flags every command has, which may also come before
+// the command's name (distlock --redis URL status NAME), as in git or
+// kubectl.
+var globalFlags = []string{"redis", "prefix"}
+
+// leadingGlobalFlags splits the global flags at the start of args (in the
+// forms --redis URL, --redis=URL, and with a single dash) from the rest,
+// which starts with the command.
+func leadingGlobalFlags(args []string) (global, rest []string, err error) {
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" && args[0] != "--" {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		if !slices.Contains(globalFlags, name) {
+			break
+		}
+		if hasValue {
+			global, args = append(global, args[0]), args[1:]
+			continue
+		}
+		if len(args) < 2 {
+			return nil, nil, usageErrorf("flag --%s needs a value, and a command after it (see distlock --help)", name)
+		}
+		global, args = append(global, args[0], args[1]), args[2:]
+	}
+	return global, args, nil
 }
 
 // help prints the usage of the command named in args, or of distlock

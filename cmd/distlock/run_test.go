@@ -302,8 +302,8 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 	if code := p.wait(); code != exitSignal+int(syscall.SIGINT) {
 		t.Fatalf("exit status %d, want %d; stderr:\n%s", code, exitSignal+int(syscall.SIGINT), p.errOut())
 	}
-	if !strings.Contains(p.errOut(), "interrupted") {
-		t.Errorf("stderr %q does not say distlock was interrupted", p.errOut())
+	if !strings.Contains(p.errOut(), `interrupted by SIGINT while waiting for lock "queue"`) {
+		t.Errorf("stderr %q does not say distlock was interrupted by SIGINT while waiting", p.errOut())
 	}
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("the command ran")

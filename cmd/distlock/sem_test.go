@@ -489,7 +489,7 @@ func TestRunSemaphoreUsage(t *testing.T) {
 		{[]string{"--semaphore", "0"}, "invalid value for --semaphore: 0 is not between 1 and 1073741824"},
 		{[]string{"--semaphore", "-3"}, "invalid value for --semaphore: -3 is not between 1 and 1073741824"},
 		{[]string{"--semaphore", "1073741825"}, "invalid value for --semaphore: 1073741825 is not between 1 and 1073741824"},
-		{[]string{"--semaphore", "two"}, `invalid value "two" for flag -semaphore: parse error (see distlock run --help)`},
+		{[]string{"--semaphore", "two"}, `invalid value "two" for --semaphore: parse error (see distlock run --help)`},
 		{[]string{"--permits", "2"}, "--permits is for a semaphore: add --semaphore N, or drop --permits"},
 		{[]string{"--semaphore", "2", "--permits", "3"}, "invalid value for --permits: 3 is not between 1 and 2 (--semaphore)"},
 		{[]string{"--semaphore", "2", "--permits", "0"}, "invalid value for --permits: 0 is not between 1 and 2 (--semaphore)"},
