@@ -40,7 +40,10 @@ const (
 // [Sentinel.CutReplication] can stop one replica's replication
 // deterministically. The sentinels use down-after-milliseconds 500 and
 // failover-timeout 2000, with a quorum of 2, so an automatic failover after
-// the master is killed or paused usually completes within a few seconds.
+// the master is killed or paused usually completes within a few seconds;
+// their periodic INFO polls, hello messages and questions to each other are
+// shortened to 200 ms with SENTINEL DEBUG (Redis 7.0 and later). Diskless
+// full syncs start at once (repl-diskless-sync-delay 0).
 //
 // A Sentinel is safe for concurrent use. Its servers can be killed, paused
 // and restarted like any [Server].

@@ -169,3 +169,16 @@ func TestSentinelCutReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSentinelPassword(t *testing.T) {
+	ctx := sentinelCtx(t)
+	g := StartSentinel(t, 1, WithPassword("pw"))
+	fc := g.FailoverClient(t)
+	if err := fc.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	awaitKey(ctx, t, g.Servers()[1], "k", "v")
+	if _, err := g.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
