@@ -21,6 +21,13 @@
 // Outside tests (demos, benchmarks), use [StartServer] and call
 // [Server.Stop] when done.
 //
+// [StartSentinel] starts a replicated deployment: a master, replicas and
+// three sentinels (redis-server --sentinel) with short timeouts, with
+// methods to trigger a failover ([Sentinel.Failover]), to wait for one after
+// killing or pausing the master ([Sentinel.AwaitMaster]) and to cut one
+// replica's replication ([Sentinel.CutReplication]). [StartClusterT] starts
+// a Redis Cluster.
+//
 // The redis-server binary is found by [Binary]: the environment variable
 // DISTLOCK_REDIS_SERVER if set, otherwise a PATH lookup.
 //

@@ -7,6 +7,10 @@ type config struct {
 	args     []string
 	password string
 
+	// sentinelConf, when set, is the content of sentinel.conf: the server
+	// runs in sentinel mode (see StartSentinelGroup).
+	sentinelConf string
+
 	// pickPort returns a candidate port; nil means freePort.
 	// Tests use it to simulate port collisions.
 	pickPort func() (int, error)

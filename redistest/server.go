@@ -80,6 +80,12 @@ func StartServer(opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("redistest: create server directory: %w", err)
 	}
 	s.logPath = filepath.Join(s.dir, "redis.log")
+	if s.cfg.sentinelConf != "" {
+		if err := os.WriteFile(s.sentinelConfPath(), []byte(s.cfg.sentinelConf), 0o600); err != nil {
+			_ = os.RemoveAll(s.dir)
+			return nil, fmt.Errorf("redistest: write sentinel.conf: %w", err)
+		}
+	}
 
 	for attempt := 1; ; attempt++ {
 		s.port, err = pick()
@@ -136,7 +142,13 @@ func freePort() (int, error) {
 
 // args returns the redis-server command line for s.
 func (s *Server) args() []string {
-	args := []string{
+	var args []string
+	if s.cfg.sentinelConf != "" {
+		// The configuration file must come first; the sentinel rewrites it
+		// with what it learns, so a restarted sentinel keeps its state.
+		args = []string{s.sentinelConfPath(), "--sentinel"}
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -145,7 +157,7 @@ func (s *Server) args() []string {
 		"--logfile", s.logPath,
 		"--daemonize", "no",
 		"--protected-mode", "no",
-	}
+	)
 	if s.cfg.password != "" {
 		args = append(args, "--requirepass", s.cfg.password)
 	}
@@ -175,6 +187,8 @@ func (s *Server) startProcess() (*process, error) {
 	}
 	return nil, fmt.Errorf("%w\n--- end of redis-server output ---\n%s", err, tail)
 }
+
+func (s *Server) sentinelConfPath() string { return filepath.Join(s.dir, "sentinel.conf") }
 
 func (s *Server) stdioPath() string { return filepath.Join(s.dir, stdioName) }
 

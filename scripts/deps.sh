@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what distlock's tests and demo need on a fresh Debian/Ubuntu
-# machine: redis-server (the tests start their own servers from it).
+# machine: redis-server (the tests start their own servers from it, and
+# their sentinels as `redis-server --sentinel`: no redis-sentinel package).
 # Go itself (1.26+) must already be installed.
 set -euo pipefail
 
