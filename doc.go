@@ -55,17 +55,19 @@
 // that outlived its lease (a GC pause, a SIGSTOP) cannot overwrite its
 // successor's work.
 //
-// Tokens come from a counter key, incremented by the acquire script. When
-// the counter does not exist (first use, or expired WithFenceRetention —
-// default one hour — after the lock's last acquisition, or lost with the
-// data) it starts at the Redis server's time in microseconds. Every
-// acquisition takes more than a microsecond of server time, so a counter
-// never runs ahead of the server clock, and a new counter starts above every
+// Each token is the larger of the last token + 1 and the Redis server's
+// time in microseconds, kept in a counter key that expires
+// WithFenceRetention (default one hour) after the lock's last acquisition.
+// Every acquisition takes more than a microsecond of server time, so the
+// counter never runs ahead of the server clock, and a counter that is
+// missing (first use, expired, lost with the data) or behind (a replica
+// promoted before the last tokens reached it) still mints above every
 // token issued before. So names used once do not leak keys, and tokens
-// survive the loss of the counter. Monotonicity breaks only if the server
-// clock goes back (a step, or failover to a server whose clock is behind)
-// by more than the time since the last token was issued while the counter
-// is missing. Tokens are ordered, not secret.
+// survive the loss of the counter and a failover. Monotonicity breaks only
+// if the minting server's clock is behind the clock of the server that
+// issued the last token by more than the time elapsed since: a clock step
+// back, or a failover faster than the clock skew between master and
+// replica. Tokens are ordered, not secret.
 //
 // # Re-entrancy
 //

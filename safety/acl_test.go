@@ -22,7 +22,7 @@ import (
 //
 //	ACL SETUSER locker reset on >PASSWORD ~distlock:* &distlock:* +evalsha +eval
 //	  +hget +hset +hsetnx +hincrby +hdel +hmget +del +exists +pexpire +pttl +get
-//	  +set +incr +time +publish +subscribe +unsubscribe +pubsub|numsub +scan
+//	  +set +time +publish +subscribe +unsubscribe +pubsub|numsub +scan
 //
 // reset starts from no keys, no channels and -@all. HELLO (sent by
 // go-redis on connect) needs no grant; CLIENT SETINFO is refused on 7.0
@@ -36,7 +36,7 @@ var aclRules = []string{
 	"~distlock:*", "&distlock:*",
 	"+evalsha", "+eval",
 	"+hget", "+hset", "+hsetnx", "+hincrby", "+hdel", "+hmget", "+del", "+exists", "+pexpire", "+pttl",
-	"+get", "+set", "+incr", "+time", "+publish",
+	"+get", "+set", "+time", "+publish",
 	"+subscribe", "+unsubscribe", "+pubsub|numsub", "+scan",
 }
 

@@ -60,13 +60,16 @@ func TestReleaseIsIdempotent(t *testing.T) {
 	}
 }
 
-// Tokens come from the fence counter exactly, at today's magnitude (server
-// time in µs, about 2^51): no float formatting on the way, and a missing
-// counter starts again at the server time, above every earlier token.
+// A token is the larger of the fence counter + 1 and the server time in
+// µs, exactly: a counter ahead of the clock (near 2^53, more digits than
+// %.14g keeps) counts on by one with no float formatting on the way; a
+// counter behind the clock (a replica promoted before the last tokens
+// reached it) and a missing one (expired, lost) both start again at the
+// server time, above every earlier token.
 func TestTokensExact(t *testing.T) {
 	b := newBackend(t)
 	ctx := t.Context()
-	const big = 1_763_800_000_123_457 // odd, and more digits than %.14g keeps
+	const big = 8_000_000_000_000_001 // odd, below 2^53, far ahead of the clock
 	fence := b.cfg.Keys.Fence("tok")
 	if err := b.rdb.Set(ctx, fence, big, time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -84,16 +87,26 @@ func TestTokensExact(t *testing.T) {
 			t.Fatalf("release = %v, %v", res, err)
 		}
 	}
-	if err := b.rdb.Del(ctx, fence).Err(); err != nil { // the counter expired, or was lost
-		t.Fatal(err)
-	}
-	g, err := b.Acquire(ctx, r)
-	now := uint64(time.Now().UnixMicro())
-	if err != nil || !g.Acquired || g.Token <= big+3 || g.Token > now+1_000_000 {
-		t.Fatalf("acquisition on a new counter = %+v, %v; want the server time in µs (~%d)", g, err, now)
-	}
-	if ttl := b.rdb.PTTL(ctx, fence).Val(); ttl <= 0 || ttl > time.Minute {
-		t.Fatalf("fence counter TTL %v, want (0, 1m]", ttl)
+	before := uint64(time.Now().UnixMicro())
+	for _, behind := range []bool{true, false} {
+		if behind { // a counter far behind the clock
+			if err := b.rdb.Set(ctx, fence, 1000, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := b.rdb.Del(ctx, fence).Err(); err != nil { // the counter expired, or was lost
+			t.Fatal(err)
+		}
+		g, err := b.Acquire(ctx, r)
+		now := uint64(time.Now().UnixMicro())
+		if err != nil || !g.Acquired || g.Token < before-1_000_000 || g.Token > now+1_000_000 {
+			t.Fatalf("acquisition on a counter behind (%v) or missing = %+v, %v; want the server time in µs (~%d)", behind, g, err, now)
+		}
+		if res, err := b.Release(ctx, r); err != nil || res != engine.Freed {
+			t.Fatalf("release = %v, %v", res, err)
+		}
+		if ttl := b.rdb.PTTL(ctx, fence).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Fatalf("fence counter TTL %v, want (0, 1m]", ttl)
+		}
 	}
 }
 

@@ -70,24 +70,24 @@ local function int(n)
 end
 
 -- mint returns a new fencing token from the counter key fence, kept for
--- retention ms after its last use.
+-- retention ms after its last use: the larger of the last token + 1 and the
+-- server time in microseconds.
 --
--- When the counter does not exist (first use, or it expired, or the data
--- was lost) it starts at the server time in microseconds. Each acquisition
--- takes more than a microsecond of server time, so a counter never runs
--- ahead of the clock, and a new counter starts above every token an earlier
--- one issued (unless the server clock went back). So the counter can expire
--- and no key leaks.
+-- So a token is never below the server clock, and the counter keeps up
+-- with it (each acquisition takes more than a microsecond of server time,
+-- so the counter does not run ahead of the clock either). A counter that
+-- is missing (first use, expired, lost with the data) or behind (a replica
+-- promoted before the last tokens reached it) mints tokens above every
+-- token issued before, unless the server clock is behind the clock of the
+-- server that issued them by more than the time elapsed since: a clock
+-- step back, or a failover faster than the skew between master and
+-- replica. So the counter can expire, no key leaks, and tokens survive a
+-- failover to a lagging replica.
 local function mint(fence, retention)
-  local token = redis.call('INCR', fence)
-  if token == 1 then
-    local t = redis.call('TIME')
-    token = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-    redis.call('SET', fence, token, 'PX', retention)
-  else
-    token = int(token)
-    redis.call('PEXPIRE', fence, retention)
-  end
+  local _, now = clock()
+  local token = math.max(tonumber(redis.call('GET', fence) or '0') + 1, now)
+  token = int(token)
+  redis.call('SET', fence, token, 'PX', retention)
   return token
 end
 
