@@ -14,15 +14,15 @@ import (
 // sold one at a time, the list of sales, and a fence, the highest fencing
 // token the shop has accepted a write from.
 type shop struct {
-	rdb *redis.Client
+	rdb redis.UniversalClient
 	// Keys.
 	stock, sales, fence string
 	ready, start        string // the workers' starting line
 }
 
 // newShop returns the shop of the demo run run.
-func newShop(rdb *redis.Client, run string) *shop {
-	k := "distlock-demo:" + run + ":"
+func newShop(rdb redis.UniversalClient, run string) *shop {
+	k := "distlock-demo:{" + run + "}:" // one hash slot: the shop's transactions span its keys
 	return &shop{rdb: rdb, stock: k + "stock", sales: k + "sales", fence: k + "fence", ready: k + "ready", start: k + "start"}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -31,7 +33,9 @@ func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 	rf := new(redisFlags)
 	fs.StringVar(&rf.url, "redis", "",
 		"Redis server `URL`: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss://\n"+
-			"for TLS (default $REDIS_URL, else "+defaultRedisURL+")")
+			"for TLS (default $REDIS_URL, else "+defaultRedisURL+"); Sentinel:\n"+
+			"redis://SENTINEL:PORT?master_name=NAME[&addr=SENTINEL2:PORT...];\n"+
+			"Cluster: redis://NODE:PORT?addr=NODE2:PORT[&addr=...] or ...?cluster=true")
 	fs.StringVar(&rf.prefix, "prefix", distlock.DefaultPrefix,
 		"`PREFIX` of the Redis keys of the locks; all users of a lock must use\nthe same")
 	return rf
@@ -60,42 +64,89 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// A session is a connection pool to one Redis server and a distlock Client
-// on it.
+// A session is a connection pool to one Redis deployment (a server, a
+// Sentinel-managed master or a Cluster) and a distlock Client on it.
 type session struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	client *distlock.Client
-	addr   string // host:port, for messages (never the password)
+	addr   string // where, for messages (never the password)
 	prefix string // the key prefix of the locks
 }
 
-// newSession returns a session on the Redis server of rf, without
-// contacting it. A malformed URL is a usage error.
+// newSession returns a session on the Redis of rf, without contacting it.
+// A malformed URL is a usage error.
 func newSession(rf *redisFlags, opts ...distlock.Option) (*session, error) {
-	opt, err := parseRedisURL(rf.resolvedURL())
+	rdb, addr, err := dialRedisURL(rf.resolvedURL())
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(opt)
 	opts = append([]distlock.Option{distlock.WithPrefix(rf.prefix), distlock.WithLogger(nil)}, opts...)
-	return &session{rdb: rdb, client: distlock.New(rdb, opts...), addr: opt.Addr, prefix: rf.prefix}, nil
+	return &session{rdb: rdb, client: distlock.New(rdb, opts...), addr: addr, prefix: rf.prefix}, nil
 }
 
-// parseRedisURL parses a redis:// or rediss:// URL. Its errors never repeat
-// the URL, which may hold a password.
-func parseRedisURL(s string) (*redis.Options, error) {
-	opt, err := redis.ParseURL(s)
+// dialRedisURL returns a client for the Redis that the URL s names, and a
+// description of where it is for messages, without contacting it:
+//
+//   - with a master_name parameter, the master that the Sentinels at the
+//     URL's host and its addr parameters monitor (go-redis's
+//     ParseFailoverURL form: the URL's user and password are the
+//     Sentinels', the master's are the username and password parameters);
+//   - with addr parameters or cluster=true, a Cluster whose seed nodes are
+//     the URL's host and its addr parameters (ParseClusterURL's form);
+//   - otherwise one server (ParseURL's form).
+//
+// Its errors never repeat the URL, which may hold a password.
+func dialRedisURL(s string) (redis.UniversalClient, string, error) {
+	u, err := url.Parse(s)
 	if err != nil {
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, usageErrorf("invalid Redis URL: %v (want redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or rediss://...)", err)
+		return nil, "", badURL(err)
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, "", usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
+	}
+	q := u.Query()
+	switch {
+	case q.Has("master_name"):
+		opt, err := redis.ParseFailoverURL(s)
+		if err != nil {
+			return nil, "", badURL(err)
+		}
+		where := fmt.Sprintf("master %q of the Sentinels at %s", opt.MasterName, strings.Join(opt.SentinelAddrs, ","))
+		return redis.NewFailoverClient(opt), where, nil
+	case q.Has("addr") || q.Has("cluster"):
+		if c := q.Get("cluster"); c != "" && c != "true" && c != "1" {
+			return nil, "", usageErrorf("invalid Redis URL: cluster=%s (want cluster=true)", c)
+		}
+		q.Del("cluster")
+		u.RawQuery = q.Encode()
+		opt, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, "", badURL(err)
+		}
+		return redis.NewClusterClient(opt), "the Cluster at " + strings.Join(opt.Addrs, ","), nil
+	}
+	opt, err := redis.ParseURL(s)
+	if err != nil {
+		return nil, "", badURL(err)
 	}
 	if opt.Network != "tcp" {
-		return nil, usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
+		return nil, "", usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
 	}
-	return opt, nil
+	return redis.NewClient(opt), opt.Addr, nil
+}
+
+// badURL is the usage error of a URL that go-redis refused, without the
+// URL itself.
+func badURL(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return usageErrorf("invalid Redis URL: %v (want redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://..., or the Sentinel and Cluster forms of distlock help)", err)
 }
 
 // ready checks, in this order, that the options are valid (without I/O):
