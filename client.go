@@ -39,12 +39,17 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	if rdb == nil {
 		cfg.fail(fmt.Errorf("%w: nil Redis client", ErrInvalidOption))
 	}
+	if _, cluster := rdb.(*redis.ClusterClient); cluster && cfg.replicas > 0 {
+		cfg.fail(fmt.Errorf("%w: replica acknowledgement is not supported on Redis Cluster yet", ErrInvalidOption))
+	}
 	host, _ := os.Hostname()
 	b := redisbackend.New(rdb, redisbackend.Config{
 		Keys:           redisbackend.Keys{Prefix: cfg.prefix},
 		FenceRetention: cfg.fenceRetention,
 		Host:           host,
 		PID:            os.Getpid(),
+		Replicas:       cfg.replicas,
+		ReplicaTimeout: cfg.replicaTimeout,
 	})
 	return &Client{cfg: cfg, backend: b, engine: engine.New(b, cfg.observer())}
 }
@@ -109,6 +114,14 @@ func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, 
 	}
 	if lk.err == nil {
 		lk.err = mc.err
+	}
+	if lk.err == nil && c.cfg.replicas > 0 {
+		switch {
+		case kind != engine.Plain:
+			lk.err = fmt.Errorf("%w: replica acknowledgement is supported by Mutex and MultiMutex only, not yet by this kind of lock", ErrInvalidOption)
+		case mc.ttl < 6*c.cfg.replicaTimeout:
+			lk.err = fmt.Errorf("%w: a lease of %v is shorter than six times the replica acknowledgement timeout %v", ErrInvalidOption, mc.ttl, c.cfg.replicaTimeout)
+		}
 	}
 	return lk, engine.Spec{Name: name, Kind: kind, Lease: mc.ttl, Renew: mc.renew, Queue: mc.queue}
 }

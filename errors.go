@@ -48,6 +48,12 @@ var (
 	// refused command), so it is never confused with contention.
 	ErrBackend = engine.ErrBackend
 
+	// ErrNotReplicated: an acquisition or renewal was applied by the
+	// master but acknowledged by fewer replicas than WithReplicaAck asks
+	// for, in time. An acquisition is then rolled back; a renewal is not
+	// confirmed. It wraps ErrBackend.
+	ErrNotReplicated = engine.ErrNotReplicated
+
 	// ErrUnsupported: the Redis server is too old (before 6.2).
 	ErrUnsupported = engine.ErrUnsupported
 

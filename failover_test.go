@@ -295,3 +295,98 @@ func TestFailoverHeldLock(t *testing.T) {
 		t.Fatalf("B did not acquire within %v of A's unlock", ttl+2*time.Second)
 	}
 }
+
+// TestFailoverReplicaAck is issue 14's point 5: with WithReplicaAck, an
+// acquisition that the replica does not acknowledge is refused with
+// ErrNotReplicated and rolled back on the master; one that it does
+// acknowledge survives the master's death and the replica's promotion, so
+// the second holder of TestFailoverTwoHolders does not appear. With no
+// replica left to acknowledge them, the holder's renewals are not
+// confirmed, and its lease context ends with ErrLockLost.
+func TestFailoverReplicaAck(t *testing.T) {
+	ctx := testCtx(t)
+	g := redistest.StartSentinel(t, 1)
+	master, replica := g.Servers()[0], g.Servers()[1]
+	const name = "failover-ack"
+	key := distlock.DefaultPrefix + "{" + name + "}"
+
+	var mu sync.Mutex
+	var renewErrs []error
+	lost := make(chan error, 1)
+	ca := distlock.New(g.FailoverClient(t), distlock.WithLogger(nil),
+		distlock.WithReplicaAck(1, 300*time.Millisecond),
+		distlock.WithEventHandler(func(e distlock.Event) {
+			switch e.Kind {
+			case distlock.EventRenewFailed:
+				mu.Lock()
+				renewErrs = append(renewErrs, e.Err)
+				mu.Unlock()
+			case distlock.EventLost:
+				lost <- e.Err
+			}
+		}))
+	t.Cleanup(func() { ca.Close() })
+	m := ca.Mutex(name, distlock.WithTTL(3*time.Second))
+
+	// Replication cut: the master takes the lock, the replica never
+	// acknowledges it.
+	if err := g.CutReplication(ctx, replica); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Lock(ctx); !errors.Is(err, distlock.ErrNotReplicated) || !errors.Is(err, distlock.ErrBackend) {
+		t.Fatalf("Lock without a replica to acknowledge it: %v, want ErrNotReplicated", err)
+	}
+	// The engine releases what the refused acquisition took (in the
+	// background: poll, bounded).
+	mc := master.Client(t)
+	for i := 0; mc.Exists(ctx, key).Val() != 0; i++ {
+		if i == 500 {
+			t.Fatalf("the unacknowledged lock is still on the master")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	if err := g.RestoreReplication(ctx, replica); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AwaitSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock with the replica in sync: %v", err)
+	}
+	if n := replica.Client(t).Exists(ctx, key).Val(); n != 1 {
+		t.Fatalf("replica: EXISTS %s = %d after an acknowledged acquisition, want 1", key, n)
+	}
+
+	if err := master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if promoted, err := g.AwaitMaster(ctx, master.Addr()); err != nil || promoted != replica {
+		t.Fatalf("promoted %v, %v; want the replica", promoted, err)
+	}
+	cb := failoverClient(t, g, nil)
+	if _, err := cb.Mutex(name).TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) || errors.Is(err, distlock.ErrBackend) {
+		t.Fatalf("B: TryLock after the failover: %v, want ErrNotAcquired (A's acknowledged lock survived)", err)
+	}
+	// The promoted master has no replica: A's renewals are applied but
+	// never acknowledged, so its lease ends.
+	select {
+	case err := <-lost:
+		if !errors.Is(err, distlock.ErrLockLost) {
+			t.Fatalf("A lost its lock with %v, want ErrLockLost", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("A's lease did not end without replica acknowledgement")
+	}
+	if cause := context.Cause(a.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+		t.Fatalf("A's lease context: %v, want ErrLockLost", cause)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(renewErrs) == 0 || !errors.Is(renewErrs[0], distlock.ErrNotReplicated) {
+		t.Fatalf("A's failed renewals: %v, want ErrNotReplicated", renewErrs)
+	}
+	t.Logf("A: token %d; %d renewals not acknowledged before the lease ended", a.Token(), len(renewErrs))
+}

@@ -28,6 +28,8 @@ type clientConfig struct {
 	fenceRetention time.Duration
 	logger         *slog.Logger
 	handler        func(Event)
+	replicas       int
+	replicaTimeout time.Duration
 	err            error
 }
 
@@ -60,6 +62,46 @@ func WithFenceRetention(d time.Duration) Option {
 			c.fail(fmt.Errorf("%w: fence retention %v outside [1s, 365d]", ErrInvalidOption, d))
 		}
 		c.fenceRetention = d
+	}
+}
+
+// MaxReplicaTimeout is the longest wait WithReplicaAck accepts: WAIT must
+// answer within go-redis's default read timeout (3 s).
+const MaxReplicaTimeout = 2 * time.Second
+
+// WithReplicaAck makes an acquisition, and every renewal and Extend, count
+// only once replicas replicas have acknowledged it, within timeout (Redis
+// WAIT, sent after the script on the same connection). An acquisition
+// that too few replicas acknowledged is rolled back (released, as any
+// acquisition whose outcome is unknown) and returns an error wrapping
+// ErrNotReplicated; a renewal that too few acknowledged is not confirmed:
+// it is retried, and if none is acknowledged before the lease's local
+// deadline, the lease context ends with ErrLockLost.
+//
+// What it buys: a lock that a replica had acknowledged survives that
+// replica's promotion (the failover of TestFailoverReplicaAck). What it
+// does not: WAIT does not make the write durable on the replica (a
+// replica that restarts before it is promoted can lose it), it counts any
+// replica, not the one the Sentinels will promote (ask for all of them),
+// and Redis does not roll a write back when WAIT times out: the master
+// keeps the lock until the engine's release reaches it.
+//
+// It is supported by Mutex and MultiMutex on a standalone or Sentinel
+// client, with timeout at most MaxReplicaTimeout and a TTL of at least six
+// times timeout; the other kinds, and a Cluster client, are refused with
+// ErrInvalidOption (a grant made inside another client's release, and a
+// WAIT routed to a slot's master, are not built yet).
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(c *clientConfig) {
+		if replicas < 1 || replicas > 64 {
+			c.fail(fmt.Errorf("%w: replica acknowledgement by %d replicas, outside [1, 64]", ErrInvalidOption, replicas))
+			return
+		}
+		if timeout < time.Millisecond || timeout > MaxReplicaTimeout {
+			c.fail(fmt.Errorf("%w: replica acknowledgement timeout %v outside [1ms, %v]", ErrInvalidOption, timeout, MaxReplicaTimeout))
+			return
+		}
+		c.replicas, c.replicaTimeout = replicas, timeout
 	}
 }
 

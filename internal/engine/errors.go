@@ -20,6 +20,11 @@ var (
 	ErrInvalidOption = errors.New("distlock: invalid option")
 )
 
+// ErrNotReplicated is the outcome of a request that the master applied
+// but too few replicas acknowledged in time: it counts as not confirmed
+// (an acquisition is rolled back, a renewal retried). It wraps ErrBackend.
+var ErrNotReplicated = fmt.Errorf("%w: not acknowledged by enough replicas", ErrBackend)
+
 // ErrWrongKind is an Acquire outcome: the name is used by a lock of
 // another kind (a plain mutex and a fair mutex of one name), which was
 // left untouched.

@@ -35,6 +35,10 @@ type Config struct {
 	// Host and PID describe this process in the lock state.
 	Host string
 	PID  int
+	// Replicas, if above 0, is how many replicas must acknowledge an
+	// acquisition or renewal (WAIT) within ReplicaTimeout for it to count.
+	Replicas       int
+	ReplicaTimeout time.Duration
 }
 
 // Backend implements engine.Backend on a go-redis client.
@@ -80,29 +84,31 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	}
 	k := b.cfg.Keys
 	keys := k.script(r.Name, r.Owner)
-	var cmd *redis.Cmd
+	var script *redis.Script
+	var args []any
 	switch {
 	case r.Kind == engine.Semaphore:
-		cmd = b.pipe.run(ctx, semAcquireScript, keys,
+		script, args = semAcquireScript, []any{
 			r.Owner, r.Permits, r.Capacity, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
-			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode())
+			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode()}
 	case r.Kind == engine.Read || r.Kind == engine.Write:
-		cmd = b.pipe.run(ctx, rwAcquireScript, keys,
+		script, args = rwAcquireScript, []any{
 			r.Owner, r.Hold, side(r.Kind), r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
-			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), flag(r.Reenter))
+			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), flag(r.Reenter)}
 	case (r.Kind == engine.Fair || r.Kind == engine.Election) && !r.Reenter:
 		kind := "fair"
 		if r.Kind == engine.Election {
 			kind = "elect"
 		}
-		cmd = b.pipe.run(ctx, fairAcquireScript, keys,
+		script, args = fairAcquireScript, []any{
 			r.Owner, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
-			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), kind, r.Value)
+			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), kind, r.Value}
 	default: // a plain mutex, and re-entry into a fair one or an election
-		cmd = b.pipe.run(ctx, acquireScript, keys,
+		script, args = acquireScript, []any{
 			r.Owner, r.Hold, r.Lease.Milliseconds(), b.retention(),
-			b.cfg.Host, b.pid, flag(r.Reenter), time.Now().UnixMilli())
+			b.cfg.Host, b.pid, flag(r.Reenter), time.Now().UnixMilli()}
 	}
+	cmd, ackErr := b.runAcked(ctx, script, keys, args...)
 	res, err := cmd.Slice()
 	if err != nil {
 		return engine.Grant{}, backendErr(ctx, err)
@@ -114,6 +120,11 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	if err != nil && !errors.Is(err, engine.ErrWrongKind) && !errors.Is(err, engine.ErrDeadlock) &&
 		!errors.Is(err, engine.ErrInvalidOption) {
 		return engine.Grant{}, fmt.Errorf("%w: acquire: %w", engine.ErrBackend, err)
+	}
+	if err == nil && g.Acquired && ackErr != nil {
+		// Taken on the master only: not confirmed. The engine counts it
+		// as possibly applied and releases it.
+		return engine.Grant{}, fmt.Errorf("acquire: %w", ackErr)
 	}
 	return g, err
 }
@@ -148,12 +159,15 @@ func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine
 			keys = append(keys, b.cfg.Keys.script(rs[i].Name, rs[i].Owner)...)
 			args = append(args, rs[i].Owner)
 		}
-		res, err := b.pipe.run(ctx, multiAcquireScript, keys, args...).Slice()
+		cmd, ackErr := b.runAcked(ctx, multiAcquireScript, keys, args...)
+		res, err := cmd.Slice()
 		if err != nil {
 			return gs, backendErr(ctx, err)
 		}
 		code, ok := replyInt(res, 0)
 		switch {
+		case ok && code == 1 && len(res) == len(group)+1 && ackErr != nil:
+			return gs, fmt.Errorf("acquire: %w", ackErr) // taken on the master only: rolled back by the engine
 		case ok && code == 1 && len(res) == len(group)+1:
 			for j := range group {
 				tok, err := replyToken(res, j+1)

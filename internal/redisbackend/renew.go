@@ -29,6 +29,9 @@ type renewChunk struct {
 	keys []string
 	args []any
 	cmd  *redis.Cmd
+	// ackErr is not nil if too few replicas acknowledged the pipeline
+	// that carried cmd (Config.Replicas).
+	ackErr error
 }
 
 func (c *renewChunk) script() *redis.Script {
@@ -137,7 +140,17 @@ func (b *Backend) renewChunks(ctx context.Context, chunks []*renewChunk, report 
 		for _, c := range which {
 			c.cmd = eval(pipe, c)
 		}
+		var wait *redis.IntCmd
+		if b.cfg.Replicas > 0 {
+			wait = b.wait(ctx, pipe)
+		}
 		_, _ = pipe.Exec(ctx)
+		if wait != nil {
+			ackErr := b.acked(wait)
+			for _, c := range which {
+				c.ackErr = ackErr
+			}
+		}
 	}
 	run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
 		return c.script().EvalSha(ctx, p, c.keys, c.args...)
@@ -165,9 +178,16 @@ func (b *Backend) renewChunks(ctx context.Context, chunks []*renewChunk, report 
 				report(i, engine.Grant{}, backendErr(ctx, err))
 			case c.kind == refreshPlaces:
 				g, err := refreshOutcome(vals[j])
+				if err == nil && c.ackErr != nil {
+					g, err = engine.Grant{}, c.ackErr
+				}
 				report(i, g, err)
 			default:
-				report(i, engine.Grant{}, renewOutcome(vals[j]))
+				err := renewOutcome(vals[j])
+				if err == nil && c.ackErr != nil {
+					err = c.ackErr // applied on the master only: not confirmed
+				}
+				report(i, engine.Grant{}, err)
 			}
 		}
 	}
