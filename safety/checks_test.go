@@ -999,7 +999,7 @@ func (r *chaosRun) orphansOn(ctx context.Context, n *redis.Client, o *orphanRepo
 	}
 }
 
-// The mutex model for porcupine (after correctness.md §3): the state is the
+// The mutex model for porcupine (see docs/safety.md, Background): the state is the
 // owner holding the lock, or -1. Operations of unknown outcome (cancelled or
 // failed acquisitions, and the background release that follows them) may
 // or may not take effect.
