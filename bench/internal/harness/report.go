@@ -279,7 +279,7 @@ func (r *Report) Markdown() string {
 
 	// Summary.
 	if timed := r.timedScenarios(); len(timed) > 0 {
-		w("#### Summary (value, and ratio to the baseline)\n\n")
+		w("#### Summary (value, and in brackets the median over runs of its ratio to the same run's baseline, which need not equal the ratio of the medians shown)\n\n")
 		w("| scenario | metric |")
 		for _, l := range r.Libs {
 			w(" %s |", LibTitle(l))
