@@ -2,6 +2,7 @@ package distlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -328,5 +329,149 @@ func TestClusterMigratedSubscription(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter was not woken by the release")
+	}
+}
+
+// heldAcrossFailover locks name with the TTL ttl on a cluster of three
+// masters with a replica each, waits until the lock key reached the
+// replica (WAIT), runs failover (which returns the slot's new master), and
+// reports what became of the lock: "kept" once the holder renewed it twice
+// after the failover with the same token on the new master, or "lost" when
+// its lease context ended with ErrLockLost. Another client then locks a
+// name of the same slot (the same name if the lock was lost).
+func heldAcrossFailover(t *testing.T, name string, ttl time.Duration, failover func(ctx context.Context, cl *redistest.Cluster, master *redistest.Server) *redistest.Server) string {
+	ctx := testCtx(t)
+	cl := redistest.StartClusterT(t, 3, redistest.WithReplicas(1), redistest.WithArgs("--cluster-node-timeout", "1000"))
+	slot := redisbackend.Slot(name)
+	master, err := cl.SlotMaster(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica, err := cl.SlotReplica(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := newClusterEvents()
+	ca := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+	defer ca.Close()
+	a, err := ca.Mutex(name, distlock.WithTTL(ttl)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := master.Client(t).Wait(ctx, 1, 5000).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 on the master: %d, %v", n, err)
+	}
+	start := time.Now()
+	promoted := failover(ctx, cl, master)
+	t.Logf("failover: %s replaced %s after %v", promoted.Addr(), master.Addr(), time.Since(start).Round(time.Millisecond))
+	if promoted != replica {
+		t.Fatalf("slot %d went to %s, want the replica %s", slot, promoted.Addr(), replica.Addr())
+	}
+
+	outcome := ""
+	since := ev.counts(name)[name]
+	for outcome == "" {
+		select {
+		case <-ev.changed:
+			if ev.counts(name)[name] >= since+2 {
+				outcome = "kept"
+			}
+		case <-a.Context().Done():
+			if cause := context.Cause(a.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+				t.Fatalf("the lease ended with %v, want ErrLockLost", cause)
+			}
+			outcome = "lost"
+		case <-ctx.Done():
+			t.Fatalf("the holder neither renewed twice nor lost the lock after the failover; events %q", ev.events())
+		}
+	}
+	t.Logf("outcome: %s (token %d) %v after the failover; holder's events other than renewals: %q",
+		outcome, a.Token(), time.Since(start).Round(time.Millisecond), ev.events())
+
+	cb := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	defer cb.Close()
+	switch outcome {
+	case "kept":
+		if err := a.Context().Err(); err != nil {
+			t.Fatalf("the lease ended after renewing: %v", context.Cause(a.Context()))
+		}
+		info, err := cb.Mutex(name).Inspect(ctx)
+		if err != nil || !info.Locked || info.Token != a.Token() {
+			t.Fatalf("Inspect after the failover: %+v, %v; want held with token %d", info, err, a.Token())
+		}
+		if _, err := cb.Mutex(name).TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Fatalf("another client: TryLock of the held name: %v, want ErrNotAcquired", err)
+		}
+		// Another name of the same slot.
+		other := ""
+		for i := 0; other == ""; i++ {
+			if n := fmt.Sprint(name, "-", i); redisbackend.Slot(n) == slot {
+				other = n
+			}
+		}
+		l, err := cb.Mutex(other).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("another client: TryLock %s (slot %d) after the failover: %v", other, slot, err)
+		}
+		t.Logf("another client locked %s in slot %d: token %d", other, slot, l.Token())
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock after the failover: %v", err)
+		}
+	case "lost":
+		// The key may still be there (the holder stopped renewing it, its
+		// lease runs out on the server): Lock, not TryLock.
+		l, err := cb.Mutex(name).Lock(ctx)
+		if err != nil {
+			t.Fatalf("another client: Lock %s after the loss: %v", name, err)
+		}
+		t.Logf("another client locked %s: token %d", name, l.Token())
+		if l.Token() <= a.Token() {
+			t.Errorf("the new token %d is not above the lost one %d", l.Token(), a.Token())
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return outcome
+}
+
+// TestClusterKilledMaster is issue 14's point 2, failover: the master of a
+// held lock's slot is killed (its replica had acknowledged the lock) and
+// the replica is promoted automatically. The outcome is recorded: the
+// holder keeps the lock (renewing it on the promoted replica) or its lease
+// context is cancelled with ErrLockLost; either way another client can
+// lock in that slot afterwards.
+func TestClusterKilledMaster(t *testing.T) {
+	// A TTL longer than the failover takes (2 to 3 s): the lease can
+	// outlast it.
+	heldAcrossFailover(t, "cluster-killed", 6*time.Second, func(ctx context.Context, cl *redistest.Cluster, master *redistest.Server) *redistest.Server {
+		slot := redisbackend.Slot("cluster-killed")
+		if err := master.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		m, err := cl.AwaitSlotMaster(ctx, slot, master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	})
+}
+
+// TestClusterPlannedFailover: a held lock across CLUSTER FAILOVER (the
+// replica in sync takes over, the old master becomes its replica) survives:
+// the holder keeps renewing it on the new master.
+func TestClusterPlannedFailover(t *testing.T) {
+	outcome := heldAcrossFailover(t, "cluster-planned", 3*time.Second, func(ctx context.Context, cl *redistest.Cluster, master *redistest.Server) *redistest.Server {
+		m, err := cl.FailoverReplica(ctx, master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	})
+	if outcome != "kept" {
+		t.Fatalf("the lock was %s across a planned failover", outcome)
 	}
 }
