@@ -26,7 +26,12 @@
 // methods to trigger a failover ([Sentinel.Failover]), to wait for one after
 // killing or pausing the master ([Sentinel.AwaitMaster]) and to cut one
 // replica's replication ([Sentinel.CutReplication]). [StartClusterT] starts
-// a Redis Cluster.
+// a Redis Cluster, with [WithReplicas] a replica per master, with methods
+// to find a slot's master and replica ([Cluster.SlotMaster],
+// [Cluster.SlotReplica]), to migrate a slot at once or step by step
+// ([Cluster.MigrateSlot], [Cluster.StartMigration]), to trigger a planned
+// failover ([Cluster.FailoverReplica]) and to wait for an automatic one
+// after killing a master ([Cluster.AwaitSlotMaster]).
 //
 // The redis-server binary is found by [Binary]: the environment variable
 // DISTLOCK_REDIS_SERVER if set, otherwise a PATH lookup.

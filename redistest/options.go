@@ -11,6 +11,10 @@ type config struct {
 	// runs in sentinel mode (see StartSentinelGroup).
 	sentinelConf string
 
+	// replicas is how many replicas StartCluster gives each master
+	// (WithReplicas); other starters ignore it.
+	replicas int
+
 	// pickPort returns a candidate port; nil means freePort.
 	// Tests use it to simulate port collisions.
 	pickPort func() (int, error)
@@ -30,4 +34,10 @@ func WithArgs(args ...string) Option {
 // own readiness checks.
 func WithPassword(pw string) Option {
 	return func(c *config) { c.password = pw }
+}
+
+// WithReplicas makes [StartCluster] give each master r replicas (r >= 0).
+// Other starters ignore it.
+func WithReplicas(r int) Option {
+	return func(c *config) { c.replicas = r }
 }

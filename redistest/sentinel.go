@@ -502,23 +502,7 @@ func (g *Sentinel) info(ctx context.Context, s *Server, field string) (string, e
 
 // infoAll returns s's INFO replication as a map.
 func (g *Sentinel) infoAll(ctx context.Context, s *Server) (map[string]string, error) {
-	opt := s.Options()
-	opt.MaxRetries = -1
-	opt.ReadTimeout = time.Second
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	text, err := rdb.Info(ctx, "replication").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for line := range strings.Lines(text) {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok {
-			out[k] = v
-		}
-	}
-	return out, nil
+	return infoReplication(ctx, s)
 }
 
 // Stop stops the sentinels, then the data servers; it is idempotent.
