@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -239,12 +238,6 @@ func TestClusterMigratedLock(t *testing.T) {
 	}
 	select {
 	case r := <-got:
-		if r.err != nil && strings.Contains(r.err.Error(), "TRYAGAIN") {
-			// Seen in about one run in five: the waiter tried while the
-			// slot was half migrated, when the target refuses the lock
-			// script (its keys are split between the two nodes).
-			t.Skipf("known bug (issue 14, point 2): the waiter's Lock fails with TRYAGAIN instead of waiting on: %v", r.err)
-		}
 		if r.err != nil {
 			t.Fatalf("waiter: %v", r.err)
 		}
@@ -482,5 +475,70 @@ func TestClusterPlannedFailover(t *testing.T) {
 	})
 	if outcome != "kept" {
 		t.Fatalf("the lock was %s across a planned failover", outcome)
+	}
+}
+
+// While a slot is half migrated, a lock whose keys are split between the
+// two nodes cannot be taken (Redis answers TRYAGAIN to the multi-key
+// script, having run nothing): TryLock reports ErrNotAcquired, not a
+// backend failure, and a Lock waits and takes the lock once the migration
+// is finished.
+func TestClusterLockDuringMigration(t *testing.T) {
+	ctx := testCtx(t)
+	cl := redistest.StartClusterT(t, 2)
+	const name = "half-migrated"
+	slot := redisbackend.Slot(name)
+	from, err := cl.SlotMaster(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := cl.Servers[0]
+	if to == from {
+		to = cl.Servers[1]
+	}
+	c := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	defer c.Close()
+	// The fencing counter exists, the lock does not: once the counter has
+	// moved to the target, the lock script's keys are split.
+	l, err := c.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cl.StartMigration(ctx, slot, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MoveKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Mutex(name).TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) || errors.Is(err, distlock.ErrBackend) {
+		t.Fatalf("TryLock on a half-migrated slot: %v, want ErrNotAcquired", err)
+	}
+	got := make(chan error, 1)
+	var held *distlock.Lease
+	go func() {
+		var err error
+		held, err = c.Mutex(name).Lock(ctx)
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("Lock returned while the slot was half migrated: %v", err)
+	case <-time.After(200 * time.Millisecond): // a few retries (not a synchronisation: either outcome of the race is checked)
+	}
+	if err := m.Finish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Lock after the migration: %v", err)
+	}
+	if held.Token() <= l.Token() {
+		t.Fatalf("token %d after the migration is not above %d", held.Token(), l.Token())
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

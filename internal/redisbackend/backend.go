@@ -110,6 +110,12 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	}
 	cmd, ackErr := b.runAcked(ctx, script, keys, args...)
 	res, err := cmd.Slice()
+	if err != nil && script == acquireScript && !r.Reenter && redis.HasErrorPrefix(err, "TRYAGAIN") {
+		// A Cluster slot half migrated: the script's keys are split
+		// between two nodes, and Redis refused to run it. Nothing was
+		// applied: not acquired, try again shortly.
+		return engine.Grant{TTL: migratingRetry}, nil
+	}
 	if err != nil {
 		return engine.Grant{}, backendErr(ctx, err)
 	}
@@ -128,6 +134,10 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	}
 	return g, err
 }
+
+// migratingRetry is how soon a plain acquisition refused with TRYAGAIN (its
+// slot half migrated) is tried again.
+const migratingRetry = 50 * time.Millisecond
 
 // AcquireAll implements engine.Backend: the members that live in one slot
 // (all of them, on a standalone or Sentinel server) are taken in one
