@@ -45,6 +45,11 @@ func TestRedisURLSentinel(t *testing.T) {
 	r = run(t, "run", "--redis", url, "--wait", "0", "held", "--", "true")
 	r.wantCode(t, exitNotAcquired)
 
+	// The lock must have reached the replica before the switch
+	// (replication is asynchronous: see docs/guarantees.md).
+	if err := g.AwaitSync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := g.Failover(ctx); err != nil {
 		t.Fatal(err)
 	}
