@@ -3,6 +3,7 @@
 package safety
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,6 +42,13 @@ const (
 	faultLateRequest  = "proxy-late-request"
 	faultLostReply    = "proxy-lost-reply"
 	faultClientClose  = "client-close"
+	// Sentinel mode: the master is killed and the sentinels promote its
+	// replica; a sentinel is asked for a failover; the replica's
+	// replication is cut, then the master is killed (the promoted replica
+	// misses what the master acknowledged during the cut).
+	faultMasterKill       = "master-sigkill"
+	faultSentinelFailover = "sentinel-failover"
+	faultCutKill          = "cut-then-master-sigkill"
 )
 
 // faultKinds are the faults of a run on one redis-server behind a toxiproxy
@@ -56,6 +64,26 @@ var faultKinds = []string{faultHolderKill, faultHolderPause, faultRedisPause, fa
 // fault needs a single-node client, so both are left out.
 var clusterFaultKinds = []string{faultHolderKill, faultHolderPause, faultRedisPause,
 	faultScriptFlush, faultCancelStorm, faultClientClose}
+
+// sentinelFaultKinds are the faults of a run on a Sentinel group (a master,
+// one replica, three sentinels), which the clients reach with go-redis's
+// failover client: the failovers, and the holder faults. The server pause
+// and restart, the proxies' faults, the pool fault and Close (whose check
+// needs MONITOR) are left out: the point of the mode is failover.
+var sentinelFaultKinds = []string{faultHolderKill, faultHolderPause, faultMasterKill,
+	faultSentinelFailover, faultCutKill, faultCancelStorm}
+
+// failoverFaults lose what the promoted replica had not received.
+var failoverFaults = map[string]bool{faultMasterKill: true, faultSentinelFailover: true, faultCutKill: true}
+
+// sentinelReplicas is the Sentinel mode's number of replicas: with one,
+// the replica that acknowledged a write (WithReplicaAck(1, ...)) is the
+// one the sentinels promote.
+const sentinelReplicas = 1
+
+// sentinelAckTimeout is the Sentinel mode's WAIT timeout with replica
+// acknowledgement (the lease must be at least six times as long).
+const sentinelAckTimeout = 150 * time.Millisecond
 
 // benign faults do not break the mutex model: windows that contain them are
 // still checked for linearizability (SCRIPT FLUSH must be invisible, and
@@ -98,10 +126,13 @@ type chaosRun struct {
 	rng      *rand.Rand
 	seed     int64
 	lease    time.Duration
+	unit     time.Duration // the scheduler's pace: the lease, or less in the Sentinel mode
 	dir      string
 	kinds    []string
 	lockSrvs []*redistest.Server // the lock server, or the cluster's masters
 	cluster  bool
+	sentinel *redistest.Sentinel // the Sentinel mode's group, nil otherwise
+	ack      bool                // Sentinel mode with WithReplicaAck(1, sentinelAckTimeout)
 	storeSrv *redistest.Server
 	ctl      redis.UniversalClient // direct to the lock server(s), for the scheduler
 	nodes    []*redis.Client       // one per lock server, direct
@@ -138,19 +169,51 @@ func chaosDuration(short time.Duration) time.Duration {
 // injects faults, then checks the recorded history (see checks_test.go).
 // The lock server is one redis-server, reached through a toxiproxy per
 // client.
-func TestChaos(t *testing.T) { runChaos(t, false, chaosDuration(40*time.Second)) }
+func TestChaos(t *testing.T) { runChaos(t, modeSingle, chaosDuration(40*time.Second)) }
 
 // TestChaosCluster is TestChaos on a 3-master Redis Cluster that the
 // clients reach directly; a paused master is among its faults.
-func TestChaosCluster(t *testing.T) { runChaos(t, true, chaosDuration(20*time.Second)) }
+func TestChaosCluster(t *testing.T) { runChaos(t, modeCluster, chaosDuration(20*time.Second)) }
 
-func runChaos(t *testing.T, cluster bool, dur time.Duration) {
+// TestChaosSentinel is TestChaos on a Sentinel group (a master, one
+// replica, three sentinels) that the clients reach with go-redis's
+// failover client, on plain mutexes only; its faults are master kills,
+// SENTINEL FAILOVER and a replication cut before a master kill, besides
+// the holder faults. Exclusion violations across a failover are expected
+// (the seeds' failure): counted and reported, not failed; the fenced
+// register and the token order must hold (see docs/safety.md).
+func TestChaosSentinel(t *testing.T) { runChaos(t, modeSentinel, chaosDuration(20*time.Second)) }
+
+// TestChaosSentinelAck is TestChaosSentinel with WithReplicaAck(1, 150ms):
+// every acquisition and renewal counts only once the replica acknowledged
+// it, and no exclusion violation is expected, failovers included.
+func TestChaosSentinelAck(t *testing.T) {
+	runChaos(t, modeSentinelAck, chaosDuration(20*time.Second))
+}
+
+// Modes of a chaos run.
+const (
+	modeSingle      = "single"
+	modeCluster     = "cluster"
+	modeSentinel    = "sentinel"
+	modeSentinelAck = "sentinel-ack"
+)
+
+func runChaos(t *testing.T, mode string, dur time.Duration) {
+	cluster := mode == modeCluster
+	sentinel := mode == modeSentinel || mode == modeSentinelAck
 	seed := *flagSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano() % 1_000_000_000
 	}
 	t.Logf("chaos: seed %d, duration %v (replay: go test -race -run '%s$' -seed=%d -chaos.duration=%v)", seed, dur, t.Name(), seed, dur)
-	r := &chaosRun{t: t, rng: rand.New(rand.NewSource(seed)), seed: seed, lease: *flagLease, dir: t.TempDir(), dur: dur}
+	r := &chaosRun{t: t, rng: rand.New(rand.NewSource(seed)), seed: seed, lease: *flagLease, unit: *flagLease, dir: t.TempDir(), dur: dur}
+	if sentinel {
+		// Holders must outlive a failover (one to five seconds) for its
+		// lost writes to make a second holder; the scheduler keeps the
+		// pace of the other modes.
+		r.lease, r.unit = *flagSentinelLease, min(*flagLease, *flagSentinelLease)
+	}
 	for i := 0; i < *flagNames; i++ {
 		r.names = append(r.names, fmt.Sprintf("chaos-%d", i))
 	}
@@ -159,7 +222,13 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 	// the TTL, and the grantee renews it at once; every pause of a waiter
 	// costs its place) or of two leases (places outlive short faults).
 	r.fair = map[string]time.Duration{}
-	for i := 0; i < *flagFair; i++ {
+	nFair, nRW, nSem := *flagFair, *flagRW, *flagSem
+	if sentinel {
+		// WithReplicaAck refuses the queued kinds, and the point is
+		// failover: plain mutexes only, in both Sentinel runs.
+		nFair, nRW, nSem = 0, 0, 0
+	}
+	for i := 0; i < nFair; i++ {
 		name := fmt.Sprintf("fair-%d", i)
 		r.names = append(r.names, name)
 		r.fair[name] = []time.Duration{r.lease / 2, 2 * r.lease}[i%2]
@@ -167,33 +236,48 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 	// Read-write locks and semaphores are of their kind for the whole run
 	// too. Their queue timeout is two leases.
 	r.rw, r.sem, r.semQueue = map[string]time.Duration{}, map[string]int{}, 2*r.lease
-	for i := 0; i < *flagRW; i++ {
+	for i := 0; i < nRW; i++ {
 		name := fmt.Sprintf("rw-%d", i)
 		r.names = append(r.names, name)
 		r.rw[name] = 2 * r.lease
 	}
-	for i := 0; i < *flagSem; i++ {
+	for i := 0; i < nSem; i++ {
 		name := fmt.Sprintf("sem-%d", i)
 		r.names = append(r.names, name)
 		r.sem[name] = semCapacity
 	}
 	r.cluster = cluster
-	if r.cluster {
+	switch {
+	case r.cluster:
 		r.kinds = clusterFaultKinds
 		r.lockSrvs = redistest.StartClusterT(t, 3, redistest.WithArgs("--hz", "100")).Servers
-	} else {
+	case sentinel:
+		r.kinds = sentinelFaultKinds
+		r.ack = mode == modeSentinelAck
+		r.sentinel = redistest.StartSentinel(t, sentinelReplicas, redistest.WithArgs("--hz", "100"))
+		r.lockSrvs = r.sentinel.Servers()
+	default:
 		r.kinds = faultKinds
 		r.lockSrvs = []*redistest.Server{redistest.Start(t, redistest.WithArgs("--hz", "100"))}
 	}
 	r.storeSrv = redistest.Start(t)
-	var addrs []string
-	for _, s := range r.lockSrvs {
-		opt := s.Options()
+	if sentinel {
+		// The scheduler, the TTL sampler and the orphan check follow the
+		// master, as the clients do.
+		opt := r.sentinel.FailoverOptions()
 		opt.MaxRetries = -1
-		r.nodes = append(r.nodes, redis.NewClient(opt))
-		addrs = append(addrs, s.Addr())
+		r.ctl = redis.NewFailoverClient(opt)
+		r.nodes = append(r.nodes, redis.NewFailoverClient(opt))
+	} else {
+		var addrs []string
+		for _, s := range r.lockSrvs {
+			opt := s.Options()
+			opt.MaxRetries = -1
+			r.nodes = append(r.nodes, redis.NewClient(opt))
+			addrs = append(addrs, s.Addr())
+		}
+		r.ctl = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: r.cluster, MaxRetries: -1})
 	}
-	r.ctl = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: r.cluster, MaxRetries: -1})
 	defer func() {
 		r.ctl.Close()
 		for _, n := range r.nodes {
@@ -202,11 +286,17 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 	}()
 	store := r.storeSrv.Client(t)
 
+	// MONITOR follows one server: in the Sentinel mode it would miss
+	// the promoted replica, so the checks that need it are skipped.
 	var mon monitors
 	monCtx, monStop := context.WithCancel(context.Background())
 	var monWG sync.WaitGroup
 	defer func() { monStop(); monWG.Wait() }()
-	for _, s := range r.lockSrvs {
+	monitored := r.lockSrvs
+	if sentinel {
+		monitored = nil
+	}
+	for _, s := range monitored {
 		m := newMonitor(s.Addr(), "distlock:")
 		m.shared = r.sharedNames()
 		mon = append(mon, m)
@@ -220,7 +310,7 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 		}
 	}
 
-	if !r.cluster {
+	if !r.cluster && !sentinel {
 		tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 		for i := 0; i < *flagClients; i++ {
 			p := toxiproxy.NewProxy(tp, fmt.Sprintf("client-%d", i), "127.0.0.1:0", r.lockSrvs[0].Addr())
@@ -255,6 +345,9 @@ func runChaos(t *testing.T, cluster bool, dur time.Duration) {
 	rep.Seed, rep.Duration = seed, dur.String()
 	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run '%s$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.fair=%d -chaos.rw=%d -chaos.sem=%d -chaos.lease=%v -chaos.work=%v -v .",
 		t.Name(), seed, dur, *flagClients, *flagWorkers, *flagNames, *flagFair, *flagRW, *flagSem, r.lease, *flagWork)
+	if sentinel {
+		rep.Command = strings.Replace(rep.Command, " -v .", fmt.Sprintf(" -chaos.sentinel.lease=%v -v .", r.lease), 1)
+	}
 	rep.log(t)
 	if *flagReport != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -280,7 +373,7 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 			addrs = append(addrs, s.Addr())
 		}
 		lockAddr = strings.Join(addrs, ",")
-	} else {
+	} else if r.sentinel == nil {
 		lockAddr = r.proxies[slot].Listen
 	}
 	cfg := clientConfig{
@@ -303,6 +396,12 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 		RW:          r.rw,
 		Sem:         r.sem,
 		SemQueue:    r.semQueue,
+	}
+	if r.sentinel != nil {
+		cfg.SentinelAddrs, cfg.MasterName = r.sentinel.SentinelAddrs(), r.sentinel.MasterName()
+		if r.ack {
+			cfg.AckReplicas, cfg.AckTimeout = 1, sentinelAckTimeout
+		}
 	}
 	b, _ := json.Marshal(cfg)
 	p := &clientProc{id: id, slot: slot, history: cfg.History, stderr: filepath.Join(r.dir, fmt.Sprintf("client-%d.stderr", id)), done: make(chan struct{})}
@@ -356,12 +455,24 @@ func (r *chaosRun) stopClients() {
 // order, then kinds at random; between faults a short gap, and now and then
 // a quiet stretch of several leases for the linearizability windows.
 func (r *chaosRun) schedule(end time.Time) {
-	L := r.lease
+	L, U := r.lease, r.unit
+	// frac is a fault's length, in leases; gap a pause between faults,
+	// in units.
 	frac := func(lo, hi float64) time.Duration {
 		return time.Duration((lo + r.rng.Float64()*(hi-lo)) * float64(L))
 	}
+	gapFrac := func(lo, hi float64) time.Duration {
+		return time.Duration((lo + r.rng.Float64()*(hi-lo)) * float64(U))
+	}
 	order := slices.Clone(r.kinds)
 	r.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	if r.sentinel != nil {
+		// A failover takes seconds: the three kinds come first, so that
+		// a short run has each of them.
+		slices.SortStableFunc(order, func(a, b string) int {
+			return cmp.Compare(b2i(!failoverFaults[a]), b2i(!failoverFaults[b]))
+		})
+	}
 	pace := func(d time.Duration) bool {
 		if time.Now().Add(d).After(end) {
 			return false
@@ -369,7 +480,7 @@ func (r *chaosRun) schedule(end time.Time) {
 		time.Sleep(d) // the scheduler's own pacing
 		return true
 	}
-	if !pace(frac(1, 2)) {
+	if !pace(gapFrac(1, 2)) {
 		return
 	}
 	for n := 0; ; n++ {
@@ -377,18 +488,25 @@ func (r *chaosRun) schedule(end time.Time) {
 		if n < len(order) {
 			kind = order[n]
 		}
-		if time.Now().Add(3 * L).After(end) {
+		if time.Now().Add(3 * U).After(end) {
 			return
 		}
 		r.inject(kind, frac)
-		gap := frac(0.3, 1)
+		gap := gapFrac(0.3, 1)
 		if r.rng.Intn(4) == 0 {
-			gap = frac(4, 6)
+			gap = gapFrac(4, 6)
 		}
 		if !pace(gap) {
 			return
 		}
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (r *chaosRun) record(f fault) {
@@ -560,7 +678,7 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		slot := r.rng.Intn(len(r.current))
 		p := r.current[slot]
 		f.Slot, f.Client = slot, p.id
-		slow := !r.cluster && r.rng.Intn(2) == 0
+		slow := len(r.proxies) > 0 && r.rng.Intn(2) == 0
 		f.Start = mono()
 		if slow {
 			// Replies on their way while Close runs: acquisitions,
@@ -589,6 +707,10 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		}
 		f.End = mono()
 		r.spawn(slot)
+	case faultMasterKill, faultSentinelFailover, faultCutKill:
+		f.Start = mono()
+		f.Detail = r.failover(kind, frac)
+		f.End = mono()
 	case faultPoolHog, faultCancelStorm:
 		slot := r.rng.Intn(len(r.current))
 		p := r.current[slot]
@@ -606,4 +728,64 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		f.End = mono()
 	}
 	r.record(f)
+}
+
+// failover runs one failover fault of the Sentinel mode and returns once
+// the group is whole again: a new master named by every sentinel, and the
+// other data server its replica, in sync. A killed master is restarted
+// (empty: persistence is off) and the sentinels make it a replica of the
+// new master. It describes what happened.
+func (r *chaosRun) failover(kind string, frac func(lo, hi float64) time.Duration) string {
+	t, g := r.t, r.sentinel
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	old, err := g.Master(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", kind, err)
+	}
+	begin := time.Now()
+	var detail string
+	switch kind {
+	case faultSentinelFailover:
+		m, err := g.Failover(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		detail = fmt.Sprintf("%s -> %s in %v", old.Addr(), m.Addr(), time.Since(begin).Round(time.Millisecond))
+	case faultMasterKill, faultCutKill:
+		var cut *redistest.Server
+		if kind == faultCutKill {
+			replicas, err := g.Replicas(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+			cut = replicas[0]
+			if err := g.CutReplication(ctx, cut); err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+			d := frac(0.3, 1)
+			time.Sleep(d) // the cut's length: acquisitions and renewals the replica misses
+			detail = fmt.Sprintf("replication of %s cut for %v, then ", cut.Addr(), d)
+		}
+		if err := old.Kill(); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		m, err := g.AwaitMaster(ctx, old.Addr())
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		detail += fmt.Sprintf("%s killed, %s promoted in %v", old.Addr(), m.Addr(), time.Since(begin).Round(time.Millisecond))
+		if cut != nil {
+			if err := g.RestoreReplication(ctx, cut); err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+		}
+		if err := old.Restart(); err != nil {
+			t.Fatalf("%s: restart %s: %v", kind, old.Addr(), err)
+		}
+	}
+	if err := g.AwaitSync(ctx); err != nil {
+		t.Fatalf("%s: %v", kind, err)
+	}
+	return detail + fmt.Sprintf("; group in sync after %v", time.Since(begin).Round(time.Millisecond))
 }
