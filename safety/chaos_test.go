@@ -747,9 +747,22 @@ func (r *chaosRun) failover(kind string, frac func(lo, hi float64) time.Duration
 	var detail string
 	switch kind {
 	case faultSentinelFailover:
-		m, err := g.Failover(ctx)
-		if err != nil {
-			t.Fatalf("%s: %v", kind, err)
+		// A sentinel refuses (NOGOODSLAVE) while its view of the replica
+		// is stale, as it is just after a failover: wait until every
+		// sentinel sees a replica in good standing, and retry a refusal.
+		var m *redistest.Server
+		for {
+			if err := r.awaitReplicaSeen(ctx); err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+			m, err = g.Failover(ctx)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil || !strings.Contains(err.Error(), "NOGOODSLAVE") && !strings.Contains(err.Error(), "INPROG") {
+				t.Fatalf("%s: %v", kind, err)
+			}
+			t.Logf("%s: refused, retrying: %v", kind, err)
 		}
 		detail = fmt.Sprintf("%s -> %s in %v", old.Addr(), m.Addr(), time.Since(begin).Round(time.Millisecond))
 	case faultMasterKill, faultCutKill:
@@ -788,4 +801,41 @@ func (r *chaosRun) failover(kind string, frac func(lo, hi float64) time.Duration
 		t.Fatalf("%s: %v", kind, err)
 	}
 	return detail + fmt.Sprintf("; group in sync after %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// awaitReplicaSeen waits until every sentinel lists a replica of the
+// master whose flags are only "slave" (not down or disconnected) and whose
+// link to the master is up, as a SENTINEL FAILOVER needs. The sentinels
+// publish no event for that: their view is polled (every 50 ms).
+func (r *chaosRun) awaitReplicaSeen(ctx context.Context) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	for {
+		good := 0
+		for _, s := range r.sentinel.Sentinels() {
+			sc := redis.NewSentinelClient(s.Options())
+			reps, err := sc.Replicas(ctx, r.sentinel.MasterName()).Result()
+			sc.Close()
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			for _, rp := range reps {
+				if rp["flags"] == "slave" && rp["master-link-status"] == "ok" {
+					good++
+					break
+				}
+				last = fmt.Sprintf("%s: replica %s flags %s link %s", s.Addr(), rp["name"], rp["flags"], rp["master-link-status"])
+			}
+		}
+		if good == len(r.sentinel.Sentinels()) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("sentinels do not see a good replica (%s): %w", last, ctx.Err())
+		}
+	}
 }
