@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -808,25 +809,47 @@ func (r *chaosRun) failover(kind string, frac func(lo, hi float64) time.Duration
 		if err := old.Restart(); err != nil {
 			t.Fatalf("%s: restart %s: %v", kind, old.Addr(), err)
 		}
-		// The restarted server is empty and, if it was started as the
-		// first master, says it is a master: make it a replica of the
-		// master at once, as an operator would, rather than wait for
-		// the sentinels' +convert-to-slave (a wait of 0.8 s or more).
-		// Twice in 2-minute runs it stayed a master for a minute, and
-		// a sentinel still listing it as a replica may promote it.
-		if m, err := g.Master(ctx); err != nil {
-			t.Fatalf("%s: %v", kind, err)
-		} else if m != old {
-			oc := redis.NewClient(old.Options())
-			err := oc.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(m.Port())).Err()
-			oc.Close()
-			if err != nil {
-				t.Fatalf("%s: REPLICAOF on the restarted %s: %v", kind, old.Addr(), err)
+	}
+	// The group is whole again once every other server is a replica of
+	// the master the sentinels name, in sync. The restarted server is
+	// empty and, if it was started as the first master, says it is a
+	// master: it is made a replica at once (REPLICAOF), as an operator
+	// would, rather than left to the sentinels' +convert-to-slave (0.8 s
+	// or more; once it stayed a master for a minute). With down-after
+	// 500 ms on a loaded machine the sentinels sometimes fail over again
+	// right after a failover (a new master not answering their PINGs in
+	// time), so the master is looked up again on every attempt, and the
+	// fault lasts until the group is whole.
+	for attempt := 0; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+		m, err := g.AwaitMaster(actx, "")
+		if err == nil {
+			if m != old && m.Addr() != detailMaster(detail) {
+				detail += fmt.Sprintf("; the sentinels moved the master to %s", m.Addr())
+			}
+			for _, s := range g.Servers() {
+				if s == m || s.PID() == 0 {
+					continue
+				}
+				sc := redis.NewClient(s.Options())
+				info, _ := sc.Info(actx, "replication").Result()
+				if !strings.Contains(info, "master_port:"+strconv.Itoa(m.Port())+"\r") {
+					err = errors.Join(err, sc.SlaveOf(actx, "127.0.0.1", strconv.Itoa(m.Port())).Err())
+				}
+				sc.Close()
+			}
+			if err == nil {
+				err = g.AwaitSync(actx)
 			}
 		}
-	}
-	if err := g.AwaitSync(ctx); err != nil {
-		t.Fatalf("%s: %v\n%s", kind, err, r.sentinelLogs())
+		acancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %v\n%s", kind, err, r.sentinelLogs())
+		}
+		t.Logf("%s: group not whole yet (attempt %d): %v", kind, attempt+1, err)
 	}
 	return detail + fmt.Sprintf("; group in sync after %v", time.Since(begin).Round(time.Millisecond))
 }
@@ -866,6 +889,21 @@ func (r *chaosRun) awaitReplicaSeen(ctx context.Context) error {
 			return fmt.Errorf("sentinels do not see a good replica (%s): %w", last, ctx.Err())
 		}
 	}
+}
+
+// detailMaster returns the new master's address in a failover's detail
+// ("... promoted in" or "-> addr in"), or "".
+func detailMaster(detail string) string {
+	f := strings.Fields(detail)
+	for i := 1; i < len(f); i++ {
+		if f[i] == "promoted" || f[i-1] == "->" {
+			if f[i] == "promoted" {
+				return f[i-1]
+			}
+			return f[i]
+		}
+	}
+	return ""
 }
 
 // sentinelLogs returns the end of every sentinel's log, for a failure.
