@@ -56,6 +56,7 @@ type chaosReport struct {
 		RejectedAfterPause  int
 		RejectedAfterLoss   int
 		RejectedAfterRestrt int
+		RejectedAfterFailvr int // in the Sentinel mode without replica acknowledgement: a holder whose lock a failover lost
 		Errors              []string
 	}
 	Tokens struct {
@@ -100,6 +101,23 @@ type chaosReport struct {
 	// (the pause costs only its own slots) and on the paused one.
 	MasterPause struct {
 		Pauses, OtherMasters, PausedMaster int
+	}
+	// Sentinel, in the Sentinel mode: the failovers, and the exclusion
+	// violations across them. Without replica acknowledgement, holders
+	// whose validity interval meets a failover fault are left out of the
+	// overlap check (Overlap.ExcludedFailover); their overlaps are counted
+	// here (Overlaps) and reported, not failed: they are the seeds'
+	// failure. With it (Ack), they are checked like any other.
+	Sentinel struct {
+		Replicas         int
+		Ack              string         // "" or the WithReplicaAck arguments
+		Failovers        map[string]int // by kind
+		FailoverDetail   []string       // each failover: what was done, how long it took
+		ExcludedFailover int            // validity intervals that met a failover, not checked (no ack)
+		Overlaps         int            // overlaps among them and the checked ones: expected without ack
+		OverlapsChecked  int            // overlaps of intervals that met a failover, checked (ack): must be 0, counted in Overlap.Overlaps too
+		MonitorSkipped   bool           // MONITOR follows one server: the loss-signal, server-side and Close checks do not run
+		Detail           []string
 	}
 	Orphans orphanReport
 	Fair    fairReport
@@ -217,6 +235,20 @@ func (rep *chaosReport) log(t *testing.T) {
 	if len(c.Detail) > 0 {
 		t.Logf("close: %q", c.Detail)
 	}
+	if sn := rep.Sentinel; sn.Failovers != nil {
+		ack := sn.Ack
+		if ack == "" {
+			ack = "no replica acknowledgement"
+		}
+		t.Logf("sentinel (%d replica, %s): failovers %v; validity intervals across a failover: %d left out of the overlap check (no ack), %d overlaps among them (expected without ack), %d overlaps of checked intervals across a failover (ack: must be 0); fenced ops refused after a failover lost the lock %d; loss-signal, server-side and Close checks skipped (no MONITOR): %v",
+			sn.Replicas, ack, sn.Failovers, sn.ExcludedFailover, sn.Overlaps, sn.OverlapsChecked, rep.Fencing.RejectedAfterFailvr, sn.MonitorSkipped)
+		for _, d := range sn.FailoverDetail {
+			t.Logf("sentinel: %s", d)
+		}
+		for _, d := range sn.Detail {
+			t.Logf("sentinel: overlap across a failover: %s", d)
+		}
+	}
 	if rep.Cluster {
 		t.Logf("cluster: during %d master pauses, %d acquisitions returned on the other masters, %d on the paused one",
 			rep.MasterPause.Pauses, rep.MasterPause.OtherMasters, rep.MasterPause.PausedMaster)
@@ -289,6 +321,19 @@ func (r *chaosRun) disturbed(from, to int64) bool {
 	}
 	return false
 }
+
+// failoverDuring says whether a failover fault (Sentinel mode) overlapped
+// [from, to], and returns the first.
+func (r *chaosRun) failoverDuring(from, to int64) (fault, bool) {
+	for _, f := range r.faults {
+		if failoverFaults[f.Kind] && f.Start < to && f.End > from {
+			return f, true
+		}
+	}
+	return fault{}, false
+}
+
+func (r *chaosRun) failoverAt(from, to int64) bool { _, ok := r.failoverDuring(from, to); return ok }
 
 func (r *chaosRun) restartDuring(from, to int64) bool {
 	for _, f := range r.faults {
@@ -462,14 +507,35 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	r.checkShared(rep, byName, runEnd)
 	r.checkTokens(rep, byName, mon)
 	r.checkFencing(rep, store, byName, runEnd)
-	r.checkLossSignal(rep, losses, byToken, mon)
+	// The Sentinel mode has no MONITOR feed (it follows one server, not
+	// the promoted replica): the checks that rest on it do not run.
+	rep.Sentinel.MonitorSkipped = r.sentinel != nil
+	if r.sentinel == nil {
+		r.checkLossSignal(rep, losses, byToken, mon)
+	}
 	r.checkLinearizable(rep, byName, runEnd)
 	r.checkOrphans(rep)
 	r.checkSemaphoresDrained(rep)
 	r.checkFair(rep, enq, mon)
-	r.checkClose(rep, closes, mon)
+	if r.sentinel == nil {
+		r.checkClose(rep, closes, mon)
+	}
 	if r.cluster {
 		r.countMasterPause(rep, byName)
+	}
+	if r.sentinel != nil {
+		sn := &rep.Sentinel
+		sn.Replicas = sentinelReplicas
+		if r.ack {
+			sn.Ack = fmt.Sprintf("WithReplicaAck(1, %v)", sentinelAckTimeout)
+		}
+		sn.Failovers = map[string]int{}
+		for _, f := range r.faults {
+			if failoverFaults[f.Kind] {
+				sn.Failovers[f.Kind]++
+				sn.FailoverDetail = append(sn.FailoverDetail, f.Kind+": "+f.Detail)
+			}
+		}
 	}
 	var err error
 	rep.MonitorLines, err = mon.status()
@@ -500,6 +566,7 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 		from, to int64
 		a        *acquisition
 		excluded bool
+		failover bool // met a failover fault (Sentinel mode)
 	}
 	for name, as := range byName {
 		if r.isShared(name) {
@@ -516,6 +583,7 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 			if r.isFair(name) {
 				rep.FairShare.Intervals++
 			}
+			_, x.failover = r.failoverDuring(a.acq.Call, end)
 			switch {
 			case a.proc.pausedDuring(a.acq.Call, end):
 				x.excluded = true
@@ -523,6 +591,9 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 			case r.restartDuring(a.acq.Call, end):
 				x.excluded = true
 				rep.Overlap.ExcludedRestart++
+			case x.failover && !r.ack:
+				x.excluded = true
+				rep.Sentinel.ExcludedFailover++
 			default:
 				rep.Overlap.Checked++
 				if r.isFair(name) {
@@ -532,33 +603,54 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 			ivs = append(ivs, x)
 		}
 		slices.SortFunc(ivs, func(a, b iv) int { return cmp.Compare(a.from, b.from) })
-		sweep := func(all bool) (n int, detail []string) {
+		sweep := func(include func(x *iv) bool) (n, nFailover int, detail []string) {
 			var cur *iv
 			for i := range ivs {
 				x := &ivs[i]
-				if !all && x.excluded {
+				if !include(x) {
 					continue
 				}
 				if cur != nil && x.from < cur.to {
 					n++
+					if x.failover || cur.failover {
+						nFailover++
+					}
 					if len(detail) < 5 {
-						detail = append(detail, fmt.Sprintf("%s: owner %d (client %d, token %d) [%d, %d] overlaps owner %d (client %d, token %d) [%d, %d] by %v",
-							name, cur.a.acq.Owner, cur.a.proc.id, cur.a.acq.Token, cur.from, cur.to, x.a.acq.Owner, x.a.proc.id, x.a.acq.Token, x.from, x.to, time.Duration(cur.to-x.from)))
+						d := fmt.Sprintf("%s: owner %d (client %d, token %d) [%d, %d] overlaps owner %d (client %d, token %d) [%d, %d] by %v",
+							name, cur.a.acq.Owner, cur.a.proc.id, cur.a.acq.Token, cur.from, cur.to, x.a.acq.Owner, x.a.proc.id, x.a.acq.Token, x.from, x.to, time.Duration(cur.to-x.from))
+						if f, ok := r.failoverDuring(cur.a.acq.Call, cur.to); ok {
+							d += fmt.Sprintf(" (the first met %s at %d: %s)", f.Kind, f.Start, f.Detail)
+						}
+						detail = append(detail, d)
 					}
 				}
 				if cur == nil || x.to > cur.to {
 					cur = x
 				}
 			}
-			return n, detail
+			return n, nFailover, detail
 		}
-		n, d := sweep(false)
+		n, nf, d := sweep(func(x *iv) bool { return !x.excluded })
+		if r.ack {
+			rep.Sentinel.OverlapsChecked += nf
+		}
+		if r.sentinel != nil && !r.ack {
+			// The overlaps across a failover: with the failover
+			// intervals put back (the paused ones stay out).
+			fo, _, fd := sweep(func(x *iv) bool { return !x.excluded || x.failover && !x.a.proc.pausedDuring(x.a.acq.Call, x.to) })
+			rep.Sentinel.Overlaps += fo - n
+			for _, line := range fd {
+				if len(rep.Sentinel.Detail) < 10 && strings.Contains(line, "(the first met") {
+					rep.Sentinel.Detail = append(rep.Sentinel.Detail, line)
+				}
+			}
+		}
 		rep.Overlap.Overlaps += n
 		if r.isFair(name) {
 			rep.FairShare.Overlaps += n
 		}
 		rep.Overlap.Detail = append(rep.Overlap.Detail, d...)
-		all, _ := sweep(true)
+		all, _, _ := sweep(func(*iv) bool { return true })
 		rep.Overlap.OverlapsExcluded += all - n
 	}
 }
@@ -666,6 +758,8 @@ func (r *chaosRun) checkFencing(rep *chaosReport, store *redis.Client, byName ma
 					f.RejectedAfterPause++
 				case r.restartDuring(a.acq.Call, op.Ret):
 					f.RejectedAfterRestrt++
+				case r.sentinel != nil && !r.ack && r.failoverAt(a.acq.Call, op.Ret):
+					f.RejectedAfterFailvr++
 				case op.Ret > end:
 					f.RejectedAfterLoss++
 				default:

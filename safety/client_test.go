@@ -37,6 +37,14 @@ type clientConfig struct {
 	TryRate     float64 // share of acquisitions made with TryLock
 	ExtendRate  float64 // share of holds that call Extend, to a lease of 0.1 to 3 leases
 	Cluster     bool    // LockAddr is a comma-separated list of cluster nodes
+	// SentinelAddrs and MasterName: the lock server is a Sentinel group,
+	// reached with go-redis's failover client (LockAddr is unused).
+	SentinelAddrs []string
+	MasterName    string
+	// AckReplicas and AckTimeout: WithReplicaAck(AckReplicas, AckTimeout)
+	// if AckReplicas > 0 (plain mutexes only).
+	AckReplicas int
+	AckTimeout  time.Duration
 	// Fair maps the names locked with FairMutex to their queue timeout;
 	// the other names are plain mutexes. A name is one kind for the whole
 	// run: kinds never mix (ErrWrongKind).
@@ -85,20 +93,37 @@ func runChaosClient(cfgJSON string) int {
 	}
 	c := &chaosClient{cfg: cfg, h: h, owners: map[string]int64{}}
 	c.seq.Store(int64(cfg.ID) * 1_000_000)
-	c.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:         strings.Split(cfg.LockAddr, ","),
-		IsClusterMode: cfg.Cluster,
-		PoolSize:      cfg.PoolSize,
-		PoolTimeout:   cfg.PoolTimeout,
-		DialTimeout:   cfg.Lease / 2,
-		ReadTimeout:   cfg.Lease / 2,
-		WriteTimeout:  cfg.Lease / 2,
-		MaxRetries:    1,
-		MaxRedirects:  3,
-	})
+	if len(cfg.SentinelAddrs) > 0 {
+		c.rdb = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:    cfg.MasterName,
+			SentinelAddrs: cfg.SentinelAddrs,
+			PoolSize:      cfg.PoolSize,
+			PoolTimeout:   cfg.PoolTimeout,
+			DialTimeout:   cfg.Lease / 2,
+			ReadTimeout:   cfg.Lease / 2,
+			WriteTimeout:  cfg.Lease / 2,
+			MaxRetries:    1,
+		})
+	} else {
+		c.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
+			Addrs:         strings.Split(cfg.LockAddr, ","),
+			IsClusterMode: cfg.Cluster,
+			PoolSize:      cfg.PoolSize,
+			PoolTimeout:   cfg.PoolTimeout,
+			DialTimeout:   cfg.Lease / 2,
+			ReadTimeout:   cfg.Lease / 2,
+			WriteTimeout:  cfg.Lease / 2,
+			MaxRetries:    1,
+			MaxRedirects:  3,
+		})
+	}
 	c.rdb.AddHook(enqueueRecorder{c})
 	c.store = redis.NewClient(&redis.Options{Addr: cfg.StoreAddr, PoolSize: 2 * cfg.Workers})
-	c.locks = distlock.New(c.rdb, distlock.WithLogger(nil), distlock.WithEventHandler(c.onEvent))
+	opts := []distlock.Option{distlock.WithLogger(nil), distlock.WithEventHandler(c.onEvent)}
+	if cfg.AckReplicas > 0 {
+		opts = append(opts, distlock.WithReplicaAck(cfg.AckReplicas, cfg.AckTimeout))
+	}
+	c.locks = distlock.New(c.rdb, opts...)
 	h.write(record{K: "start", Client: cfg.ID, PID: os.Getpid(), T: mono()})
 
 	stats := make(chan struct{})
@@ -245,6 +270,8 @@ func classify(err error) string {
 		return "closed"
 	case errors.Is(err, distlock.ErrWrongKind):
 		return "wrongkind"
+	case errors.Is(err, distlock.ErrNotReplicated):
+		return "notrepl" // applied by the master, not acknowledged by enough replicas in time (WithReplicaAck)
 	case errors.Is(err, distlock.ErrNotAcquired) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return "ctx"
 	case errors.Is(err, distlock.ErrNotAcquired):
@@ -349,7 +376,7 @@ func (c *chaosClient) work(rng *rand.Rand) {
 		if err != nil {
 			rec.Err = err.Error()
 			c.h.write(rec)
-			if rec.Res == "other" || rec.Res == "backend" || rec.Res == "closed" {
+			if rec.Res == "other" || rec.Res == "backend" || rec.Res == "notrepl" || rec.Res == "closed" {
 				// Redis unreachable: do not spin (the scheduler's faults
 				// last a fraction of a lease).
 				time.Sleep(time.Duration(10+rng.Intn(40)) * time.Millisecond)

@@ -27,7 +27,10 @@
 //     after the run; for the read-write locks, no writer's validity
 //     interval overlapping another holder's, and for the semaphores, never
 //     more permits held than the capacity, and none left after the run. TestChaosCluster runs the same on a 3-master Redis
-//     Cluster with a paused master among its faults.
+//     Cluster with a paused master among its faults. TestChaosSentinel and
+//     TestChaosSentinelAck (WithReplicaAck) run plain mutexes on a Sentinel
+//     group through go-redis's failover client, with master kills, SENTINEL
+//     FAILOVER and a replication cut before a master kill among the faults.
 //   - monitor_fair_test.go: the MONITOR reconstruction of fair hand-overs
 //     (a grant inside another owner's release) on redis-server.
 //   - badinput_test.go, url_test.go: misuse and bad Redis URLs get typed

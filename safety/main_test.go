@@ -20,7 +20,7 @@ const (
 
 var (
 	flagSeed     = flag.Int64("seed", 0, "seed of the chaos fault schedule and workload (0: time-based; printed)")
-	flagDuration = flag.Duration("chaos.duration", 0, "length of the chaos run (default 40s, 20s for TestChaosCluster, or 8m with -long)")
+	flagDuration = flag.Duration("chaos.duration", 0, "length of the chaos run (default 40s, 20s for TestChaosCluster and the Sentinel runs, or 8m with -long)")
 	flagLong     = flag.Bool("long", false, "run the long chaos run (8m, >= 10k acquisitions) instead of the short one")
 	flagClients  = flag.Int("chaos.clients", 4, "client processes in the chaos run")
 	flagWorkers  = flag.Int("chaos.workers", 2, "acquiring goroutines per client process")
@@ -29,9 +29,12 @@ var (
 	flagRW       = flag.Int("chaos.rw", 1, "read-write lock names in the chaos run, in addition to the others")
 	flagSem      = flag.Int("chaos.sem", 1, "semaphore names (capacity 3) in the chaos run, in addition to the others")
 	flagLease    = flag.Duration("chaos.lease", time.Second, "lease (TTL) of the chaos run's locks")
-	flagWork     = flag.Duration("chaos.work", 100*time.Millisecond, "longest guarded work of a usual hold (5% of holds outlive the lease)")
-	flagDrain    = flag.Bool("chaos.drain", false, "await the abandonment marks (1 min) after the chaos run, as runs longer than a minute do")
-	flagReport   = flag.String("chaos.report", "", "write the chaos run's figures as JSON to this file")
+	// A holder must outlive a failover for the failover to make a second
+	// holder: the Sentinel runs' lease is longer.
+	flagSentinelLease = flag.Duration("chaos.sentinel.lease", 3*time.Second, "lease (TTL) of the Sentinel chaos runs' locks")
+	flagWork          = flag.Duration("chaos.work", 100*time.Millisecond, "longest guarded work of a usual hold (5% of holds outlive the lease)")
+	flagDrain         = flag.Bool("chaos.drain", false, "await the abandonment marks (1 min) after the chaos run, as runs longer than a minute do")
+	flagReport        = flag.String("chaos.report", "", "write the chaos run's figures as JSON to this file")
 )
 
 func TestMain(m *testing.M) {
