@@ -435,28 +435,7 @@ func (g *Sentinel) AwaitSync(ctx context.Context) error {
 // which is what a replica that lagged behind looks like. When
 // CutReplication returns, the link is closed.
 func (g *Sentinel) CutReplication(ctx context.Context, replica *Server) error {
-	user, err := g.userOf(replica)
-	if err != nil {
-		return err
-	}
-	for _, s := range g.servers {
-		if s == replica || s.PID() == 0 {
-			continue
-		}
-		rdb := redis.NewClient(s.Options())
-		err := rdb.Do(ctx, "ACL", "SETUSER", user, "off").Err()
-		if err == nil {
-			err = rdb.Do(ctx, "CLIENT", "KILL", "USER", user).Err()
-			if err != nil && strings.Contains(err.Error(), "No such client") {
-				err = nil
-			}
-		}
-		rdb.Close()
-		if err != nil {
-			return fmt.Errorf("redistest: cut replication of %s at %s: %w", replica.Addr(), s.Addr(), err)
-		}
-	}
-	return nil
+	return g.setReplication(ctx, replica, false)
 }
 
 // RestoreReplication undoes [Sentinel.CutReplication]: the replica's
@@ -464,24 +443,41 @@ func (g *Sentinel) CutReplication(ctx context.Context, replica *Server) error {
 // replica reconnects by itself within about a second; use
 // [Sentinel.AwaitSync] to wait until it is in sync.
 func (g *Sentinel) RestoreReplication(ctx context.Context, replica *Server) error {
+	return g.setReplication(ctx, replica, true)
+}
+
+// setReplication enables or disables replica's replication user on every
+// running data server but replica; disabling also closes its connections.
+func (g *Sentinel) setReplication(ctx context.Context, replica *Server, on bool) error {
 	user, err := g.userOf(replica)
 	if err != nil {
 		return err
+	}
+	what, state := "cut", "off"
+	if on {
+		what, state = "restore", "on"
 	}
 	for _, s := range g.servers {
 		if s == replica || s.PID() == 0 {
 			continue
 		}
 		rdb := redis.NewClient(s.Options())
-		err := rdb.Do(ctx, "ACL", "SETUSER", user, "on").Err()
+		err := rdb.Do(ctx, "ACL", "SETUSER", user, state).Err()
+		if err == nil && !on {
+			err = rdb.Do(ctx, "CLIENT", "KILL", "USER", user).Err()
+			if err != nil && strings.Contains(err.Error(), "No such client") {
+				err = nil
+			}
+		}
 		rdb.Close()
 		if err != nil {
-			return fmt.Errorf("redistest: restore replication of %s at %s: %w", replica.Addr(), s.Addr(), err)
+			return fmt.Errorf("redistest: %s replication of %s at %s: %w", what, replica.Addr(), s.Addr(), err)
 		}
 	}
 	return nil
 }
 
+// userOf is the ACL user that replica replicates with.
 func (g *Sentinel) userOf(replica *Server) (string, error) {
 	for i, s := range g.servers {
 		if s == replica {
