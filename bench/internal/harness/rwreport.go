@@ -132,32 +132,10 @@ func (r *Report) streamMarkdown(b *strings.Builder) {
 	w("#### %s\n\n", ScenarioTitle(ScenH, r.Cfg))
 	w("%v per lock per run. The readers (%d processes × %d goroutines) take the lock, hold it %v and ask again at once; the writer (the lockbench process) asks every %v–%v and holds it %v. With the RWMutex the readers take its read side and the writer its write side; with the Mutex and the FairMutex everyone takes the same exclusive lock. A wait runs from the Lock (RLock) call to the acquisition. Median over runs (min–max); × RWMutex is the median of the per-run ratios; violations and errors are summed over runs; the pooled row puts the writes of every run together.\n\n",
 		st.Duration, st.Procs, st.Workers, st.ReadHold, st.WriteMin, st.WriteMax, st.WriteHold)
-	w("| measure |")
-	for _, l := range libs {
-		w(" %s |", LibTitle(l))
-	}
-	w("\n|---|")
-	for range libs {
-		w("---:|")
-	}
-	w("\n")
-	hasRW := r.Results[ScenH][DistlockRW] != nil
-	row := func(name string, cell func(l string) string) {
-		w("| %s |", name)
-		for _, l := range libs {
-			w(" %s |", cell(l))
-		}
-		w("\n")
-	}
-	withRatio := func(m metric) func(string) string {
-		return func(l string) string {
-			s := m.format(r.Value(ScenH, l, m)) + " (" + r.spread(ScenH, l, m) + ")"
-			if hasRW && l != DistlockRW {
-				s += fmt.Sprintf(", %s× RWMutex", trimRatio(r.RatioTo(ScenH, l, DistlockRW, m)))
-			}
-			return s
-		}
-	}
+	t := libTable{r: r, w: w, scen: ScenH, libs: libs}
+	t.header()
+	row := t.row
+	withRatio := func(m metric) func(string) string { return t.withRatio(m, DistlockRW, "RWMutex") }
 	row("**writer's wait p50**", withRatio(mWriterP50))
 	row("**writer's wait p99**", withRatio(mWriterP99))
 	row("writer's wait, all runs pooled: p50 / p99 / max (writes)", func(l string) string {

@@ -80,32 +80,10 @@ func (r *Report) semMarkdown(b *strings.Builder, scen string) {
 	}
 	w("%v per semaphore per run. %s share a semaphore of %d permits: each takes one permit, holds it %v and asks again at once, so the permits are never enough (the ceiling is %d permits / the measured hold). A wait runs from the Acquire (Lock) call to the acquisition. Every holder enters a guard that counts the permits held (shared by the processes): more than %d at once is a violation. Median over runs (min–max); × counting sem. is the median of the per-run ratios to the naive counting semaphore; violations and errors are summed over runs.\n\n",
 		sc.Duration, who, sc.Permits, sc.Hold, sc.Permits, sc.Permits)
-	w("| measure |")
-	for _, l := range libs {
-		w(" %s |", LibTitle(l))
-	}
-	w("\n|---|")
-	for range libs {
-		w("---:|")
-	}
-	w("\n")
-	hasRaw := r.Results[scen][RawSem] != nil
-	row := func(name string, cell func(l string) string) {
-		w("| %s |", name)
-		for _, l := range libs {
-			w(" %s |", cell(l))
-		}
-		w("\n")
-	}
-	withRatio := func(m metric) func(string) string {
-		return func(l string) string {
-			s := m.format(r.Value(scen, l, m)) + " (" + r.spread(scen, l, m) + ")"
-			if hasRaw && l != RawSem {
-				s += fmt.Sprintf(", %s× counting sem.", trimRatio(r.RatioTo(scen, l, RawSem, m)))
-			}
-			return s
-		}
-	}
+	t := libTable{r: r, w: w, scen: scen, libs: libs}
+	t.header()
+	row := t.row
+	withRatio := func(m metric) func(string) string { return t.withRatio(m, RawSem, "counting sem.") }
 	plain := func(m metric) func(string) string {
 		return func(l string) string { return m.format(r.Value(scen, l, m)) + " (" + r.spread(scen, l, m) + ")" }
 	}
