@@ -11,16 +11,19 @@ import (
 
 	"github.com/distlock/distlock/internal/engine"
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/internal/redlock"
 	"github.com/redis/go-redis/v9"
 )
 
-// A Client makes locks on one Redis deployment. It renews the leases of all
-// the locks it holds in batches and shares one subscription among all of
-// its waiters. It is safe for concurrent use; create one per process and
-// Close it on shutdown.
+// A Client makes locks on one Redis deployment (New), or on a quorum of
+// independent Redis masters (NewRedlock). It renews the leases of all the
+// locks it holds in batches and shares one subscription among all of its
+// waiters. It is safe for concurrent use; create one per process and Close
+// it on shutdown.
 type Client struct {
 	cfg     clientConfig
-	backend *redisbackend.Backend
+	backend store
+	redlock bool
 	engine  *engine.Engine
 	close   sync.Once
 	closed  atomic.Bool
@@ -32,26 +35,62 @@ type Client struct {
 // options do not panic: every operation of the Client then returns an
 // error wrapping ErrInvalidOption.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
-	cfg := clientConfig{prefix: DefaultPrefix, fenceRetention: DefaultFenceRetention, logger: slog.Default()}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newConfig(opts)
 	if rdb == nil {
 		cfg.fail(fmt.Errorf("%w: nil Redis client", ErrInvalidOption))
 	}
 	if _, cluster := rdb.(*redis.ClusterClient); cluster && cfg.replicas > 0 {
 		cfg.fail(fmt.Errorf("%w: replica acknowledgement is not supported on Redis Cluster yet", ErrInvalidOption))
 	}
+	b := redisbackend.New(rdb, cfg.backendConfig())
+	return &Client{cfg: cfg, backend: b, engine: engine.New(b, cfg.observer())}
+}
+
+// NewRedlock returns a Client whose locks are held on a majority of the
+// independent Redis masters rdbs, with the Redlock algorithm: an odd
+// number of standalone (or Sentinel) clients, at least 3, one per master.
+// It refuses fewer, an even number, or one master twice, with
+// ErrInvalidOption. The caller keeps ownership of the clients.
+//
+// Mutex, MultiMutex, Inspect, ForceUnlock and List work as on a Client of
+// New; a lock is held once a quorum of masters took it within its lease,
+// renewed while a quorum confirms, and its fencing token increases per
+// name across holders. The kinds whose state a quorum cannot keep in one
+// order (FairMutex, RWMutex, Semaphore, Election, Once) fail with
+// ErrUnsupported. WithReplicaAck is refused. See "Redlock" in the package
+// documentation for what it guarantees, and on what.
+func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
+	cfg := newConfig(opts)
+	if cfg.replicas > 0 {
+		cfg.fail(fmt.Errorf("%w: replica acknowledgement with Redlock: each master stands alone, the quorum is what replicates", ErrInvalidOption))
+	}
+	b, err := redlock.New(rdbs, cfg.backendConfig())
+	if err != nil {
+		cfg.fail(err)
+	}
+	return &Client{cfg: cfg, backend: b, redlock: true, engine: engine.New(b, cfg.observer())}
+}
+
+// newConfig applies opts to the defaults.
+func newConfig(opts []Option) clientConfig {
+	cfg := clientConfig{prefix: DefaultPrefix, fenceRetention: DefaultFenceRetention, logger: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
+// backendConfig configures a Redis backend after c.
+func (c *clientConfig) backendConfig() redisbackend.Config {
 	host, _ := os.Hostname()
-	b := redisbackend.New(rdb, redisbackend.Config{
-		Keys:           redisbackend.Keys{Prefix: cfg.prefix},
-		FenceRetention: cfg.fenceRetention,
+	return redisbackend.Config{
+		Keys:           redisbackend.Keys{Prefix: c.prefix},
+		FenceRetention: c.fenceRetention,
 		Host:           host,
 		PID:            os.Getpid(),
-		Replicas:       cfg.replicas,
-		ReplicaTimeout: cfg.replicaTimeout,
-	})
-	return &Client{cfg: cfg, backend: b, engine: engine.New(b, cfg.observer())}
+		Replicas:       c.replicas,
+		ReplicaTimeout: c.replicaTimeout,
+	}
 }
 
 // Close cancels the lease contexts of every lock the Client still holds
@@ -111,6 +150,9 @@ func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, 
 	lk := lock{c: c, name: name, err: c.cfg.err}
 	if lk.err == nil {
 		lk.err = validateName(name)
+	}
+	if lk.err == nil && c.redlock && kind != engine.Plain {
+		lk.err = redlock.Unsupported(kind)
 	}
 	if lk.err == nil {
 		lk.err = mc.err

@@ -54,7 +54,9 @@ var (
 	// confirmed. It wraps ErrBackend.
 	ErrNotReplicated = engine.ErrNotReplicated
 
-	// ErrUnsupported: the Redis server is too old (before 6.2).
+	// ErrUnsupported: the Redis server is too old (before 6.2), or the
+	// Client cannot serve this kind of lock: a Client of NewRedlock serves
+	// Mutex and MultiMutex only.
 	ErrUnsupported = engine.ErrUnsupported
 
 	// ErrInvalidName: the lock name is empty, too long, not UTF-8, or

@@ -12,12 +12,12 @@ import (
 // makes any acquisition of that owner that reaches the backend later fail,
 // so a request still on its way when the clean-up runs is harmless too.
 //
-// It retries until the backend confirms, for abandonFor(lease) at most, or
+// It retries until the backend confirms, for AbandonFor(lease) at most, or
 // until Close gives up waiting; a clean-up that Close cuts short makes
 // Close report an error.
 func (e *Engine) cleanup(r Request) {
 	r.Hold = 0
-	r.Lease = abandonFor(r.Lease)
+	r.Lease = AbandonFor(r.Lease)
 	e.spawn(func() {
 		ctx, cancel := e.detach(context.Background(), r.Lease)
 		defer cancel()
@@ -49,10 +49,10 @@ func (e *Engine) ownerOf(h *Hold) Request {
 	return h.request(Request{Lease: e.renew.leaseOf(h)})
 }
 
-// abandonFor is how long an abandoned owner's late acquisitions are refused:
+// AbandonFor is how long an abandoned owner's late acquisitions are refused:
 // a request held up in the network (or in a frozen Redis) for longer than
 // that can still take the lock, for one lease, in the name of an owner
 // that no one tracks.
-func abandonFor(lease time.Duration) time.Duration {
+func AbandonFor(lease time.Duration) time.Duration {
 	return max(2*lease, time.Minute)
 }

@@ -38,7 +38,7 @@
 //     context, and reports those it had to abandon.
 //
 // What this does not cover: a request that reaches the backend later than
-// the abandonment lasts (abandonFor: two leases, one minute at least) can
+// the abandonment lasts (AbandonFor: two leases, one minute at least) can
 // still take a free lock, for one lease, in the name of an owner nobody
 // tracks; nobody acts under it. A client library's own retry of a request
 // that succeeded (go-redis retries after a read timeout, MaxRetries) can

@@ -259,5 +259,5 @@ func TestNoReplyWithinLeaseIsErrBackend(t *testing.T) {
 // AcquireAll takes the members one by one, all or none: enough for the
 // engine's timing tests.
 func (f *fakeBackend) AcquireAll(ctx context.Context, rs []Request) ([]Grant, error) {
-	return acquireEach(ctx, f, rs)
+	return AcquireEach(ctx, f, rs)
 }

@@ -13,7 +13,7 @@ var (
 	ErrLockLost    = errors.New("distlock: lock lost")
 	ErrClosed      = errors.New("distlock: client closed")
 	ErrBackend     = errors.New("distlock: backend error")
-	ErrUnsupported = errors.New("distlock: unsupported server")
+	ErrUnsupported = errors.New("distlock: unsupported")
 
 	// ErrInvalidOption: a request that could never be served as asked (an
 	// out-of-range option, more permits than a semaphore has).

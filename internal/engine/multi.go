@@ -304,3 +304,20 @@ func (g *Group) Extend(ctx context.Context, ttl time.Duration) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// AcquireEach is AcquireAll for a backend that takes one lock at a time:
+// each request with Acquire, in order, until one is not acquired or fails.
+func AcquireEach(ctx context.Context, b Backend, rs []Request) ([]Grant, error) {
+	gs := make([]Grant, 0, len(rs))
+	for _, r := range rs {
+		g, err := b.Acquire(ctx, r)
+		if err != nil {
+			return gs, err
+		}
+		gs = append(gs, g)
+		if !g.Acquired {
+			break
+		}
+	}
+	return gs, nil
+}

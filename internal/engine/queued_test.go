@@ -549,5 +549,5 @@ func TestQueuedTryLockNeverQueues(t *testing.T) {
 }
 
 func (f *fairFake) AcquireAll(ctx context.Context, rs []Request) ([]Grant, error) {
-	return acquireEach(ctx, f, rs)
+	return AcquireEach(ctx, f, rs)
 }

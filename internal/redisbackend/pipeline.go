@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,6 +24,7 @@ type pipeliner struct {
 }
 
 type call struct {
+	ctx    context.Context
 	script *redis.Script
 	keys   []string
 	args   []any
@@ -34,8 +36,9 @@ func newPipeliner(rdb redis.UniversalClient, limit int) *pipeliner {
 	return &pipeliner{rdb: rdb, limit: limit}
 }
 
-// run calls script. ctx bounds a call sent on its own; a queued call is
-// sent with its pipeline, within the client's own timeouts.
+// run calls script, within ctx. A queued call whose ctx ends before its
+// pipeline is answered returns ctx's error, and may still be sent: its
+// outcome is unknown.
 func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	p.mu.Lock()
 	if p.inflight < p.limit {
@@ -45,11 +48,17 @@ func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string
 		p.finish()
 		return cmd
 	}
-	c := &call{script: script, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
-	<-c.done
-	return c.cmd
+	select {
+	case <-c.done:
+		return c.cmd
+	case <-ctx.Done():
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
 }
 
 // finish ends a round trip: the queue, if any, takes over its place.
@@ -71,8 +80,13 @@ func (p *pipeliner) finish() {
 
 // send runs a batch as one pipeline; calls whose script the server does not
 // have (NOSCRIPT) are run again on their own, which loads it.
+//
+// The pipeline is bounded by the latest deadline of its calls (a reply
+// after that is of use to none of them), or by the client's own timeouts
+// if one of them has none.
 func (p *pipeliner) send(batch []*call) {
-	ctx := context.Background()
+	ctx, cancel := batchContext(batch)
+	defer cancel()
 	pipe := p.rdb.Pipeline()
 	for _, c := range batch {
 		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
@@ -84,4 +98,20 @@ func (p *pipeliner) send(batch []*call) {
 		}
 		close(c.done)
 	}
+}
+
+// batchContext returns a context for sending batch: it ends at the latest
+// deadline of the calls' contexts, and never if one of them has none.
+func batchContext(batch []*call) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(context.Background(), last)
 }

@@ -15,21 +15,22 @@ import (
 // Every script but renew.lua and the once scripts is lib.lua followed by
 // its own file.
 var (
-	acquireScript      = load("acquire.lua")
-	multiAcquireScript = load("multi_acquire.lua")
-	fairAcquireScript  = load("fair_acquire.lua")
-	rwAcquireScript    = load("rw_acquire.lua")
-	semAcquireScript   = load("sem_acquire.lua")
-	semPermitsScript   = load("sem_permits.lua")
-	releaseScript      = load("release.lua")
-	abandonScript      = load("abandon.lua")
-	renewScript        = load("renew.lua")
-	sharedRenewScript  = load("shared_renew.lua")
-	refreshScript      = load("refresh.lua")
-	forceUnlockScript  = load("forceunlock.lua")
-	inspectScript      = load("inspect.lua")
-	onceCheckScript    = load("once_check.lua")
-	onceDoneScript     = load("once_done.lua")
+	acquireScript       = load("acquire.lua")
+	multiAcquireScript  = load("multi_acquire.lua")
+	quorumAcquireScript = load("quorum_acquire.lua")
+	fairAcquireScript   = load("fair_acquire.lua")
+	rwAcquireScript     = load("rw_acquire.lua")
+	semAcquireScript    = load("sem_acquire.lua")
+	semPermitsScript    = load("sem_permits.lua")
+	releaseScript       = load("release.lua")
+	abandonScript       = load("abandon.lua")
+	renewScript         = load("renew.lua")
+	sharedRenewScript   = load("shared_renew.lua")
+	refreshScript       = load("refresh.lua")
+	forceUnlockScript   = load("forceunlock.lua")
+	inspectScript       = load("inspect.lua")
+	onceCheckScript     = load("once_check.lua")
+	onceDoneScript      = load("once_done.lua")
 )
 
 //go:embed scripts/*.lua
@@ -88,7 +89,7 @@ func ScriptCall(args []any) (name string, keys, argv []string, ok bool) {
 // that their first EVALSHA does not fail with NOSCRIPT. The backend does
 // not need it; tests that intercept EVALSHA calls do.
 func LoadScripts(ctx context.Context, rdb redis.Scripter) error {
-	for _, s := range []*redis.Script{acquireScript, multiAcquireScript, fairAcquireScript, rwAcquireScript, semAcquireScript,
+	for _, s := range []*redis.Script{acquireScript, multiAcquireScript, quorumAcquireScript, fairAcquireScript, rwAcquireScript, semAcquireScript,
 		semPermitsScript, releaseScript, abandonScript, renewScript, sharedRenewScript, refreshScript,
 		forceUnlockScript, inspectScript, onceCheckScript, onceDoneScript} {
 		if err := s.Load(ctx, rdb).Err(); err != nil {

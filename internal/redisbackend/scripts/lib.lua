@@ -100,10 +100,17 @@ local function publish(channel, mode, message)
 end
 
 -- plain_take makes owner the holder of the free plain mutex k, with hold
--- id hold, a fresh token and a lease of lease ms; host, pid and since (the
--- holder's wall clock in ms) are for inspection.
-local function plain_take(k, retention, owner, hold, lease, host, pid, since)
-  local token = mint(k[2], retention)
+-- id hold, a lease of lease ms and the fencing token token, or a fresh one
+-- when token is nil; host, pid and since (the holder's wall clock in ms)
+-- are for inspection. A token given must be above the counter: it becomes
+-- the counter.
+local function plain_take(k, retention, owner, hold, lease, host, pid, since, token)
+  if token then
+    token = int(token)
+    redis.call('SET', k[2], token, 'PX', retention)
+  else
+    token = mint(k[2], retention)
+  end
   redis.call('HSET', k[1], 'owner', owner, 'token', token, 'holds', 1,
     'host', host, 'pid', pid, 'since', since, 'h:' .. owner .. ':' .. hold, 1)
   redis.call('PEXPIRE', k[1], lease)

@@ -1,0 +1,110 @@
+package redlock
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/distlock/distlock/internal/redisbackend"
+)
+
+// Inspect reads the lock on every node. The lock is held by the owner
+// that holds it on a quorum of nodes, with the fencing token it has there,
+// until the lease of the last of a quorum runs out (the holder's TTL);
+// otherwise it is free (a holder on fewer nodes, such as an attempt being
+// given up, does not count). LastToken is the highest counter of any node,
+// Watchers the most subscribers any node has. It fails with an error
+// wrapping ErrBackend when fewer than a quorum of nodes answer.
+func (b *Backend) Inspect(ctx context.Context, name string) (redisbackend.State, error) {
+	states, err := collect(b, ctx, "inspect", func(ctx context.Context, n node) (redisbackend.State, error) {
+		return n.Inspect(ctx, name)
+	})
+	if err != nil {
+		return redisbackend.State{}, err
+	}
+	out := redisbackend.State{Kind: redisbackend.KindUnused, TTL: -1}
+	holders := map[string][]redisbackend.Holder{}
+	for _, st := range states {
+		out.LastToken = max(out.LastToken, st.LastToken)
+		out.Watchers = max(out.Watchers, st.Watchers)
+		if h := st.Holder(); st.Kind == redisbackend.KindMutex && st.Locked() {
+			holders[h.Owner] = append(holders[h.Owner], h)
+		}
+	}
+	for _, hs := range holders {
+		if len(hs) < b.quorum {
+			continue
+		}
+		// Held until fewer than a quorum of these leases are left.
+		slices.SortFunc(hs, func(x, y redisbackend.Holder) int { return -cmpDuration(x.TTL, y.TTL) })
+		h := hs[b.quorum-1]
+		for _, o := range hs {
+			h.Token = max(h.Token, o.Token)
+		}
+		out.Kind, out.TTL, out.Holders = redisbackend.KindMutex, h.TTL, []redisbackend.Holder{h}
+	}
+	return out, nil
+}
+
+func cmpDuration(x, y time.Duration) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// ForceUnlock deletes the lock on every node, whoever holds it, and
+// reports whether any node had it. It fails with an error wrapping
+// ErrBackend when fewer than a quorum of nodes answer (those that did
+// deleted it).
+func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
+	had, err := collect(b, ctx, "force-unlock", func(ctx context.Context, n node) (bool, error) {
+		return n.ForceUnlock(ctx, name)
+	})
+	return slices.Contains(had, true), err
+}
+
+// List returns the names of the locks that exist on any node and match the
+// glob pattern. It fails with an error wrapping ErrBackend when fewer than
+// a quorum of nodes answer.
+func (b *Backend) List(ctx context.Context, pattern string) ([]string, error) {
+	lists, err := collect(b, ctx, "list", func(ctx context.Context, n node) ([]string, error) {
+		return n.List(ctx, pattern)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, l := range lists {
+		names = append(names, l...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// collect asks every node, waits for all of them (each within the node
+// timeout), and returns the answers; it fails when fewer than a quorum
+// answered.
+func collect[T any](b *Backend, ctx context.Context, what string, op func(context.Context, node) (T, error)) ([]T, error) {
+	var out []T
+	failed := 0
+	var first error
+	fanOut(b, ctx, maxNodeTimeout, op, func(rep reply[T]) bool {
+		if rep.err != nil {
+			failed++
+			if first == nil {
+				first = rep.err
+			}
+			return false
+		}
+		out = append(out, rep.val)
+		return false
+	}, nil)
+	if len(out) < b.quorum {
+		return out, b.noQuorum(what, failed, first)
+	}
+	return out, nil
+}

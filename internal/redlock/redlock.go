@@ -1,0 +1,119 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/redis/go-redis/v9"
+)
+
+// Backend implements engine.Backend over independent Redis masters, with
+// the Redlock algorithm: a request counts once a majority of the nodes
+// (the quorum) confirmed it. Only plain mutexes are supported; other kinds
+// are refused with an error wrapping engine.ErrUnsupported.
+type Backend struct {
+	nodes  []node
+	quorum int
+	floor  atomic.Uint64 // the highest fencing token this Backend has seen
+	bg     sync.WaitGroup
+}
+
+// A node is one Redis master of the quorum.
+type node struct {
+	*redisbackend.Backend
+	addr string // for messages: the address, or "node <i>"
+}
+
+// New returns a Backend on the masters rdbs, each with a redisbackend.Backend
+// configured by cfg. It refuses (with an error wrapping
+// engine.ErrInvalidOption) fewer than 3 masters, an even number of them, a
+// nil client, and a master given twice (the same client, or two clients of
+// one address): the quorum would not mean what it says. The Backend it
+// returns is usable (on the valid clients) even then, so that a caller
+// that reports the error later does not have to handle a nil one.
+func New(rdbs []redis.UniversalClient, cfg redisbackend.Config) (*Backend, error) {
+	var err error
+	fail := func(format string, args ...any) {
+		if err == nil {
+			err = fmt.Errorf("%w: "+format, append([]any{engine.ErrInvalidOption}, args...)...)
+		}
+	}
+	switch {
+	case len(rdbs) < 3:
+		fail("Redlock needs at least 3 Redis masters, got %d", len(rdbs))
+	case len(rdbs)%2 == 0:
+		fail("Redlock needs an odd number of Redis masters, got %d (an even number tolerates no more failures than one fewer)", len(rdbs))
+	}
+	b := &Backend{}
+	seen := map[any]int{}
+	for i, rdb := range rdbs {
+		if rdb == nil {
+			fail("Redlock master %d is a nil client", i)
+			continue
+		}
+		addr, id := fmt.Sprintf("node %d", i), any(rdb)
+		if c, ok := rdb.(*redis.Client); ok {
+			addr = c.Options().Addr
+			id = c.Options().Network + "://" + addr
+		}
+		if j, dup := seen[id]; dup {
+			fail("Redlock masters %d and %d are the same (%s)", j, i, addr)
+			continue
+		}
+		seen[id] = i
+		b.nodes = append(b.nodes, node{Backend: redisbackend.New(rdb, cfg), addr: addr})
+	}
+	b.quorum = len(b.nodes)/2 + 1
+	return b, err
+}
+
+// Close stops every node's notifications and waits for the requests still
+// on their way to slow nodes (each is bounded by its node timeout).
+func (b *Backend) Close() error {
+	var errs []error
+	for _, n := range b.nodes {
+		errs = append(errs, n.Close())
+	}
+	b.bg.Wait()
+	return errors.Join(errs...)
+}
+
+// Nodes and Quorum are how many masters there are and how many make a
+// majority.
+func (b *Backend) Nodes() int  { return len(b.nodes) }
+func (b *Backend) Quorum() int { return b.quorum }
+
+// nodeTimeout bounds one node's part of a request about a lease of lease:
+// small against the lease, so that a node that does not answer costs a
+// small part of it (a tenth, between 10 ms and a second).
+func nodeTimeout(lease time.Duration) time.Duration {
+	if lease <= 0 {
+		return maxNodeTimeout
+	}
+	return min(max(lease/10, 10*time.Millisecond), maxNodeTimeout)
+}
+
+// maxNodeTimeout bounds one node's part of any request, and of the
+// requests that are about no lease (watching, inspecting).
+const maxNodeTimeout = time.Second
+
+// unreachable reports whether err says that the request never reached the
+// node: the connection could not be made, so nothing was applied.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// noQuorum is the error of a request that too few nodes answered.
+func (b *Backend) noQuorum(what string, failed int, first error) error {
+	if !errors.Is(first, engine.ErrBackend) && !errors.Is(first, engine.ErrUnsupported) {
+		first = fmt.Errorf("%w: %w", engine.ErrBackend, first)
+	}
+	return fmt.Errorf("redlock: %s: %d of %d masters failed, a quorum is %d: %w", what, failed, len(b.nodes), b.quorum, first)
+}

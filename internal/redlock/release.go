@@ -1,0 +1,94 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/distlock/internal/engine"
+)
+
+// Release implements engine.Backend: every node releases at once. The
+// outcome is the one a quorum agrees on (a release that an earlier attempt
+// already made counts with Freed); once every node answered without
+// agreement, Freed if any node freed the lock, Remaining if any kept other
+// holds, and NotOwner if none failed. A node that answers after the
+// outcome is known still releases.
+func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
+	var freed, remaining, already, notOwner, failed int
+	var first error
+	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (engine.Release, error) {
+		return n.Release(ctx, r)
+	}, func(rep reply[engine.Release]) bool {
+		switch {
+		case rep.err != nil:
+			failed++
+			if first == nil {
+				first = rep.err
+			}
+		case rep.val == engine.Freed:
+			freed++
+		case rep.val == engine.Remaining:
+			remaining++
+		case rep.val == engine.AlreadyReleased:
+			already++
+		default:
+			notOwner++
+		}
+		return freed+already >= b.quorum || remaining >= b.quorum || notOwner > len(b.nodes)-b.quorum
+	}, nil)
+	switch {
+	case freed+already >= b.quorum && freed == 0:
+		return engine.AlreadyReleased, nil
+	case freed+already >= b.quorum:
+		return engine.Freed, nil
+	case remaining >= b.quorum:
+		return engine.Remaining, nil
+	case notOwner > len(b.nodes)-b.quorum:
+		return engine.NotOwner, nil
+	case freed > 0:
+		return engine.Freed, nil
+	case remaining > 0:
+		return engine.Remaining, nil
+	case failed > 0:
+		return 0, b.noQuorum("release", failed, first)
+	}
+	return engine.NotOwner, nil
+}
+
+// Abandon implements engine.Backend: every node abandons the owner at
+// once. It succeeds once a quorum confirmed (a node that answers later
+// still abandons), or once every node confirmed or could not be reached
+// (a node that is down has taken nothing since it went down). It reports
+// whether any node freed the lock.
+//
+// A node gets abandonTimeout to answer, longer than for other requests:
+// a clean-up is not in a hurry, and a client that cannot connect may try
+// for a while before it says so (go-redis dials 5 times, about 2 s), where
+// a shorter wait could not tell a node that is down from one that is slow.
+func (b *Backend) Abandon(ctx context.Context, r engine.Request) (bool, error) {
+	var confirmed, down, answered int
+	freed := false
+	var first error
+	fanOut(b, ctx, abandonTimeout, func(ctx context.Context, n node) (bool, error) {
+		return n.Abandon(ctx, r)
+	}, func(rep reply[bool]) bool {
+		answered++
+		switch {
+		case rep.err == nil:
+			confirmed++
+			freed = freed || rep.val
+		case unreachable(rep.err):
+			down++
+		case first == nil:
+			first = rep.err
+		}
+		return confirmed >= b.quorum
+	}, nil)
+	if confirmed >= b.quorum || confirmed+down == len(b.nodes) {
+		return freed, nil
+	}
+	return freed, b.noQuorum("abandon", len(b.nodes)-confirmed, first)
+}
+
+// abandonTimeout bounds one node's part of an Abandon.
+const abandonTimeout = 4 * time.Second
