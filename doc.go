@@ -158,6 +158,32 @@
 // records are written only while the runner still holds the lock (fenced
 // by its token).
 //
+// # Redlock
+//
+// NewRedlock returns a Client whose mutexes are held on a majority of N
+// independent Redis masters (N odd, at least 3), with the Redlock
+// algorithm: every request goes to all masters at once, each bounded by a
+// tenth of the lease (10 ms to 1 s), and counts once a quorum (N/2+1)
+// confirmed it; the lease is measured from before the first request, less
+// the drift margin, and an acquisition that does not reach a quorum within
+// it is abandoned on every master (including those that did not answer)
+// and tried again after the holders' remaining leases plus a random delay,
+// or sooner when a release is heard. Waiting, the watchdog (renewals
+// count once a quorum confirmed them; the lease context ends before a
+// quorum's leases can), re-entry, lease contexts and clean-ups are the
+// same engine's as for one Redis. So are the fencing tokens' promise: a
+// holder's token is the same on every master, proposed by the client and
+// taken by a master only above its counter, so a holder that acquires
+// after another released or lost the lock gets the higher token, without
+// relying on clocks. Mutual exclusion relies on the leases (bounded
+// pauses and clock drift) and on masters that keep their data: a master
+// restarted empty while a lock is held can let a second holder in, unless
+// it stays out for a lease after restarting. The fair mutex, the
+// read-write lock, the semaphore, the election and Once keep queues and
+// records that a quorum of independent masters cannot keep in one order:
+// they return ErrUnsupported. See docs/guarantees.md for when Redlock
+// helps and when it does not.
+//
 // # Keys
 //
 // For a lock named N and the default prefix "distlock:", the state is the

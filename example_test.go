@@ -416,3 +416,31 @@ func ExampleDo() {
 	// <nil>
 	// <nil>
 }
+
+// A lock held on a majority of independent Redis masters (Redlock): the
+// same Mutex and Lease as on one Redis. Losing one master of three does
+// not lose the lock.
+func ExampleNewRedlock() {
+	var masters []redis.UniversalClient
+	for range 3 {
+		rdb, done := exampleRedis()
+		defer done()
+		masters = append(masters, rdb)
+	}
+	locks := distlock.NewRedlock(masters)
+	defer locks.Close()
+
+	ctx := context.Background()
+	lease, err := locks.Mutex("payout:42").Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Unlock(ctx)
+	fmt.Println("holding", lease.Name(), "with token", lease.Token() > 0)
+
+	_, err = locks.FairMutex("queue").Lock(ctx)
+	fmt.Println(errors.Is(err, distlock.ErrUnsupported))
+	// Output:
+	// holding payout:42 with token true
+	// true
+}
