@@ -173,6 +173,20 @@ func TestRedlockLockUnlock(t *testing.T) {
 		t.Errorf("List = %v, %v", names, err)
 	}
 
+	// Extend returns once a quorum of masters set the lease.
+	if err := l.Extend(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	extended := 0
+	for _, rdb := range q.rdbs {
+		if rdb.PTTL(ctx, distlock.DefaultPrefix+"{job}").Val() > 50*time.Minute {
+			extended++
+		}
+	}
+	if extended < 2 {
+		t.Errorf("Extend(1h) returned with the lease set on %d of 3 masters", extended)
+	}
+
 	// Re-entry: a hold on every master; the lock stays until the last.
 	inner, err := q.c.Mutex("job").Lock(l.Context())
 	if err != nil {
