@@ -262,6 +262,17 @@ func TestFailoverHeldLock(t *testing.T) {
 		if n := newMaster.Client(t).Exists(ctx, distlock.DefaultPrefix+"{"+name+"}").Val(); n != 1 {
 			t.Errorf("new master: lock key absent while A renews it")
 		}
+		// B's release subscription moved to the new master (go-redis
+		// reconnects the pub/sub connection through the sentinels), so
+		// A's release there wakes B: push, not the fallback.
+		channel := distlock.DefaultPrefix + "{" + name + "}:released"
+		nm := newMaster.Client(t)
+		for nm.PubSubNumSub(ctx, channel).Val()[channel] < 1 {
+			if ctx.Err() != nil {
+				t.Fatal("B's subscription never reached the new master")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	mu.Lock()
 	t.Logf("outcome: %s; A's events: %q", outcome, aEvents)
