@@ -165,9 +165,14 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 		fs.DurationVar(&o.ttl, "ttl", distlock.DefaultTTL,
 			"lease `DURATION` of the lock, renewed while the command runs: a holder that\n"+
 				"dies without releasing the lock holds it this long (at least 50ms)")
-		fs.DurationVar(&o.grace, "kill-grace", 10*time.Second,
-			"when the lock is lost, give the command `DURATION` to exit after SIGTERM,\n"+
-				"then send SIGKILL")
+		fs.DurationVar(&o.grace, "kill-grace", 0,
+			"when the lock is lost, give the command and what it started `DURATION` to\n"+
+				"exit after SIGTERM, then send SIGKILL; at most a third of --ttl\n"+
+				"(default 10s, or a third of --ttl if less)")
+		fs.BoolVar(&o.killLeftovers, "kill-leftovers", false,
+			"when the command exits, stop the processes it started that still run\n"+
+				"(SIGTERM, then SIGKILL after --kill-grace) instead of keeping the lock\n"+
+				"until they exit")
 		fs.BoolVar(&o.fair, "fair", false,
 			"take the lock as a fair one: waiters on every machine are served in the\n"+
 				"order they arrived; every user of the lock must use --fair")
@@ -211,6 +216,9 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 				return usageErrorf("invalid value for --ttl: %v is not between %v and %v", o.ttl, distlock.MinTTL, distlock.MaxTTL)
 			case o.grace < 0:
 				return usageErrorf("invalid value for --kill-grace: negative duration")
+			case o.grace > maxGrace(o.ttl):
+				return usageErrorf("--kill-grace %v is too long for --ttl %v: the command must be killed before the lock's lease can run out, "+
+					"which allows at most %v (a third of --ttl); shorten --kill-grace or lengthen --ttl", o.grace, o.ttl, maxGrace(o.ttl))
 			case o.shared && o.exclusive:
 				return usageErrorf("--shared and --exclusive cannot go together: --shared takes the read side of the lock, --exclusive its write side")
 			case o.fair && (o.shared || o.exclusive):
@@ -236,6 +244,9 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 			case !o.queued() && isSet(fs, "queue-timeout"):
 				return usageErrorf("--queue-timeout is for a lock with a queue: add --fair, --shared, --exclusive or --semaphore, or drop --queue-timeout")
 			}
+			if !isSet(fs, "kill-grace") {
+				o.grace = defaultGrace(o.ttl)
+			}
 			if o.isOncePer {
 				return runOncePer(rf, o, line.args[0], line.command)
 			}
@@ -258,20 +269,21 @@ const (
 
 // runOptions are the flags of run, but --redis and --prefix.
 type runOptions struct {
-	wait         waitFlag
-	ttl          time.Duration
-	grace        time.Duration
-	fair         bool
-	shared       bool          // the read side of a read-write lock
-	exclusive    bool          // the write side of a read-write lock
-	isSemaphore  bool          // --semaphore was given
-	semaphore    int           // the semaphore's permits, as this run knows them
-	permits      int           // the permits to take of the semaphore
-	queueTimeout time.Duration // for a lock with a queue
-	isOncePer    bool          // --once-per was given
-	oncePer      time.Duration // the period of --once-per
-	quiet        bool
-	verbose      bool
+	wait          waitFlag
+	ttl           time.Duration
+	grace         time.Duration
+	killLeftovers bool // --kill-leftovers: stop what the command leaves running
+	fair          bool
+	shared        bool          // the read side of a read-write lock
+	exclusive     bool          // the write side of a read-write lock
+	isSemaphore   bool          // --semaphore was given
+	semaphore     int           // the semaphore's permits, as this run knows them
+	permits       int           // the permits to take of the semaphore
+	queueTimeout  time.Duration // for a lock with a queue
+	isOncePer     bool          // --once-per was given
+	oncePer       time.Duration // the period of --once-per
+	quiet         bool
+	verbose       bool
 }
 
 // queued reports whether the lock that o asks for has a queue: a fair
@@ -305,6 +317,14 @@ func (o *runOptions) mode() string {
 		return "semaphore"
 	}
 	return ""
+}
+
+// watch is what supervise needs to watch the job run under the lease
+// of the lock name, whose context is lease and whose ValidUntil is
+// validUntil.
+func (o *runOptions) watch(name string, lease context.Context, validUntil func() time.Time) watch {
+	return watch{name: name, lease: lease, validUntil: validUntil, ttl: o.ttl, grace: o.grace,
+		killLeftovers: o.killLeftovers, quiet: o.quiet}
 }
 
 // isSet reports whether the flag name was given on the command line.
@@ -360,7 +380,7 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 		_ = release(lease)
 		return err
 	}
-	lost := supervise(lease.Context(), j, name, o.grace, sigs)
+	lost := supervise(j, o.watch(name, lease.Context(), lease.ValidUntil), sigs)
 	status := j.exitStatus()
 	uerr := release(lease)
 	switch {

@@ -174,7 +174,7 @@ func TestRunLockLostStopsCommand(t *testing.T) {
 			name := "lost-" + strings.ReplaceAll(tt.name, " ", "-")
 			ready, grandchild := filepath.Join(dir, "ready"), filepath.Join(dir, "grandchild")
 			p := start(t, []string{"READY=" + ready, "GRANDCHILD=" + grandchild},
-				"run", "--redis", srv.URL(), "--ttl", "600ms", "--kill-grace", "300ms", name, "--", "sh", "-c", tt.script)
+				"run", "--redis", srv.URL(), "--ttl", "600ms", "--kill-grace", "200ms", name, "--", "sh", "-c", tt.script)
 			awaitFile(t, ready)
 			if err := rdb.Del(context.Background(), distlock.DefaultPrefix+"{"+name+"}").Err(); err != nil {
 				t.Fatal(err)
