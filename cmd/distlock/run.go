@@ -247,6 +247,9 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 			if !isSet(fs, "kill-grace") {
 				o.grace = defaultGrace(o.ttl)
 			}
+			if err := checkName(line.args[0]); err != nil {
+				return err
+			}
 			if o.isOncePer {
 				return runOncePer(rf, o, line.args[0], line.command)
 			}
