@@ -43,6 +43,8 @@ func (j *job) terminate()                    { j.kill() }
 func (j *job) kill()                         { _ = j.cmd.Process.Kill() }
 func (j *job) continueGroup()                {}
 func (j *job) leftovers() int                { return 0 }
+func (j *job) stopped() bool                 { return false }
+func wantsTerminal(sig syscall.Signal) bool  { return false }
 func stopSelf()                              {}
 func isTerminalStop(sig syscall.Signal) bool { return false }
 

@@ -128,6 +128,10 @@ func isTerminalStop(sig syscall.Signal) bool {
 	return sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU
 }
 
+// wantsTerminal reports whether sig stopped a process for reading or
+// writing the terminal from the background.
+func wantsTerminal(sig syscall.Signal) bool { return sig == syscall.SIGTTIN || sig == syscall.SIGTTOU }
+
 // signalName is the name of sig as in kill(1): SIGINT, SIGTERM, ...
 func signalName(sig os.Signal) string {
 	s, ok := sig.(syscall.Signal)

@@ -62,3 +62,12 @@ func (j *job) leftovers() int {
 	}
 	return 0
 }
+
+// stopped reports whether the command's process may still be stopped:
+// this platform does not tell without waiting, so it says yes until the
+// command has exited.
+func (j *job) stopped() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return !j.reaped
+}

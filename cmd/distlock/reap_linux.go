@@ -157,3 +157,18 @@ func parentOf(pid int) (ppid int, live bool) {
 	ppid, err = strconv.Atoi(string(fields[1]))
 	return ppid, err == nil
 }
+
+// stopped reports whether the command's process is stopped now.
+func (j *job) stopped() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.reaped {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(j.pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'T' || stat[i+2] == 't')
+}

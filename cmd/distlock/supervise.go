@@ -158,15 +158,26 @@ func (s *supervisor) commandExited() {
 	}
 }
 
-// commandStateChanged follows a stop of the command: distlock stops with
-// it if the terminal stopped it, as a shell's job does (the lease then
-// runs out if it stays stopped: see continued); else distlock warns that
-// the stopped command keeps the lock.
+// commandStateChanged follows a stop of the command. If the terminal
+// stopped it, as a shell's job: a command that read or wrote the terminal
+// just before distlock was brought to the foreground gets the terminal
+// and goes on; otherwise distlock stops with it (the lease then runs out
+// if it stays stopped: see continued). Else distlock warns that the
+// stopped command keeps the lock.
+//
+// A fg that lands between the check of the foreground and distlock's
+// stop continues distlock before it stops: it then stays stopped, and the
+// shell shows it so, until the next fg.
 func (s *supervisor) commandStateChanged(st stopState) {
-	if !st.stopped || s.stopping {
+	if !st.stopped || s.stopping || !s.j.stopped() { // continued since
 		return
 	}
 	if s.j.term != nil && isTerminalStop(st.signal) {
+		if wantsTerminal(st.signal) && s.j.term.inForeground() {
+			s.j.term.handOver(s.j.pid)
+			s.j.continueGroup()
+			return
+		}
 		s.j.term.takeBack(s.j.pid)
 		stopSelf()
 		return
