@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -72,6 +73,8 @@ type session struct {
 	addr   string     // where, for messages (never the password)
 	prefix string     // the key prefix of the locks
 	tls    *tlsTarget // with rediss://: the first server, whose TLS ping checks
+
+	closed atomic.Bool // Close was called
 }
 
 // newSession returns a session on the Redis of rf, without contacting it.
@@ -203,9 +206,28 @@ func (s *session) failure(err error) error {
 }
 
 // Close releases what the session still holds and closes its connections.
+// It waits for the requests still on their way. Calling it again does
+// nothing, at once.
 func (s *session) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
 	_ = s.client.Close()
 	_ = s.rdb.Close()
+}
+
+// closeWithin closes the session, waiting at most d for the requests
+// still on their way; distlock is about to exit.
+func (s *session) closeWithin(d time.Duration) {
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(d):
+	}
 }
 
 // isAuthError reports whether err is Redis refusing the user name or
