@@ -14,7 +14,7 @@ import (
 // A job is the command that run runs while it holds the lock, and every
 // process the command starts: its process tree.
 //
-// The command runs in a process group of its own. On Linux, distlock is a
+// The command runs in a process group of its own (but see ownGroup). On Linux, distlock is a
 // child subreaper (see becomeReaper): the processes the command leaves
 // behind, background jobs and daemons that called setsid alike, become
 // distlock's children when their parent exits, so distlock knows the
@@ -27,8 +27,13 @@ import (
 // ^C and ^Z from it as it would without distlock.
 type job struct {
 	cmd  *exec.Cmd
-	pid  int       // the command's process, which leads its process group
+	pid  int       // the command's process
 	term *terminal // distlock's controlling terminal, or nil
+	// ownGroup: the command leads a process group of its own. It does
+	// unless distlock, in the foreground of a terminal, shares its group
+	// with other processes (a pipeline: distlock run ... | less), which
+	// must keep the terminal too; the command then stays in distlock's.
+	ownGroup bool
 
 	exited chan struct{}  // closed once the command's process has exited
 	done   chan struct{}  // closed once every process of the job has exited
@@ -92,11 +97,13 @@ func startJob(path string, argv, env []string) (*job, error) {
 	if err := becomeReaper(); err != nil {
 		return nil, exitf(exitFailure, "cannot watch the processes of the command: %v", err)
 	}
+	term := openTerminal()
 	j := &job{
-		term:   openTerminal(),
-		exited: make(chan struct{}),
-		done:   make(chan struct{}),
-		states: make(chan stopState, 4),
+		term:     term,
+		ownGroup: !term.inForeground() || !othersInGroup(),
+		exited:   make(chan struct{}),
+		done:     make(chan struct{}),
+		states:   make(chan stopState, 4),
 	}
 	err := j.start(path, argv, env)
 	if isNotExecutable(err) && isText(path) {
@@ -117,7 +124,7 @@ func (j *job) start(path string, argv, env []string) error {
 	cmd.Args[0] = argv[0]
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = sysProcAttr(j.term)
+	cmd.SysProcAttr = sysProcAttr(j.term, j.ownGroup)
 	j.cmd = cmd
 	return cmd.Start()
 }
@@ -129,6 +136,14 @@ func (j *job) finish() {
 	j.term.takeBack(j.pid)
 	j.term.close()
 	_ = j.cmd.Process.Release()
+}
+
+// handOver gives the command's process group the terminal's foreground
+// if distlock has it: distlock was brought to the foreground.
+func (j *job) handOver() {
+	if j.ownGroup {
+		j.term.handOver(j.pid)
+	}
 }
 
 // exitStatus is the exit status of the command once it has exited, as a

@@ -20,10 +20,11 @@ const (
 	shellPath     = ""
 )
 
-func becomeReaper() error                             { return nil }
-func isNotExecutable(err error) bool                  { return false }
-func sysProcAttr(term *terminal) *syscall.SysProcAttr { return nil }
-func workerProcAttr() *syscall.SysProcAttr            { return nil }
+func othersInGroup() bool                                            { return false }
+func becomeReaper() error                                            { return nil }
+func isNotExecutable(err error) bool                                 { return false }
+func sysProcAttr(term *terminal, ownGroup bool) *syscall.SysProcAttr { return nil }
+func workerProcAttr() *syscall.SysProcAttr                           { return nil }
 
 // reap waits for the command's process, records its status and closes
 // j.exited and j.done.

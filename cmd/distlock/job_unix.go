@@ -36,12 +36,13 @@ const shellPath = "/bin/sh"
 // file that is not a program it knows (ENOEXEC).
 func isNotExecutable(err error) bool { return errors.Is(err, syscall.ENOEXEC) }
 
-// sysProcAttr puts the command in a process group of its own, in the
-// foreground of the terminal term if distlock has its foreground, and,
-// on Linux, has the kernel kill it if distlock dies (see setParentDeath).
-func sysProcAttr(term *terminal) *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	if term.inForeground() {
+// sysProcAttr puts the command in a process group of its own if
+// ownGroup, in the foreground of the terminal term if distlock has its
+// foreground, and, on Linux, has the kernel kill it if distlock dies (see
+// setParentDeath).
+func sysProcAttr(term *terminal, ownGroup bool) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: ownGroup}
+	if ownGroup && term.inForeground() {
 		attr.Foreground, attr.Ctty = true, term.fd
 	}
 	setParentDeath(attr)
@@ -88,10 +89,10 @@ func (j *job) forward(sig os.Signal) {
 	if j.reaped {
 		j.signalAll(s)
 	} else {
-		_ = syscall.Kill(-j.pid, s)
+		_ = syscall.Kill(j.target(), s)
 	}
 	if slices.Contains(interruptSignals, sig) {
-		_ = syscall.Kill(-j.pid, syscall.SIGCONT)
+		_ = syscall.Kill(j.target(), syscall.SIGCONT)
 		if j.reaped {
 			j.signalAll(syscall.SIGCONT)
 		}
@@ -114,8 +115,19 @@ func (j *job) kill() {
 	j.signalAll(syscall.SIGKILL)
 }
 
-// continueGroup sends SIGCONT to the command's process group.
-func (j *job) continueGroup() { _ = syscall.Kill(-j.pid, syscall.SIGCONT) }
+// continueGroup sends SIGCONT to the command's process group, or to its
+// process if it has no group of its own.
+func (j *job) continueGroup() { _ = syscall.Kill(j.target(), syscall.SIGCONT) }
+
+// target is the argument of kill(2) that signals the command's process
+// group, or its process if it has no group of its own. Call it while the
+// command's process is not reaped (or with its group still in use).
+func (j *job) target() int {
+	if j.ownGroup {
+		return -j.pid
+	}
+	return j.pid
+}
 
 // stopSelf stops distlock itself, as a shell's job stops, until it gets
 // SIGCONT.

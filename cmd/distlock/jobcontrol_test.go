@@ -21,7 +21,8 @@ import (
 // TestRunJobControl drives distlock from an interactive bash in a
 // pseudo-terminal, as a user at a terminal would: started with "&", then
 // brought back with "fg", its command reads the terminal; ^Z stops it and
-// fg continues it; ^C ends it, and run exits with 130.
+// fg continues it; ^C ends it, and run exits with 130. In a pipeline, the
+// other processes read the terminal too.
 func TestRunJobControl(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
@@ -41,6 +42,15 @@ func TestRunJobControl(t *testing.T) {
 	sh.send("fg\n")
 	sh.send("hello\n")
 	awaitContent(t, got, "got hello\n")
+	sh.send("echo status=$?\n")
+	sh.expect(t, "status=0")
+
+	// In a pipeline, the other processes of the job keep the terminal.
+	partner := filepath.Join(dir, "partner")
+	sh.send(run + `sh -c 'read line; echo "$line"' | sh -c 'read a; read b </dev/tty; echo "$a $b" >` + partner + `'` + "\n")
+	sh.send("from-command\n")
+	sh.send("from-partner\n")
+	awaitContent(t, partner, "from-command from-partner\n")
 	sh.send("echo status=$?\n")
 	sh.expect(t, "status=0")
 

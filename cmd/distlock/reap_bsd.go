@@ -13,6 +13,11 @@ import (
 // group (see job).
 func becomeReaper() error { return nil }
 
+// othersInGroup reports false: this platform does not tell which
+// processes share distlock's group without more than it is worth, and
+// distlock then gives the command a group of its own.
+func othersInGroup() bool { return false }
+
 // setParentDeath does nothing: only Linux can kill the command when
 // distlock dies.
 func setParentDeath(attr *syscall.SysProcAttr) {}
@@ -52,12 +57,12 @@ func (j *job) reap() {
 }
 
 // signalAll sends sig to the command's process group.
-func (j *job) signalAll(sig syscall.Signal) { _ = syscall.Kill(-j.pid, sig) }
+func (j *job) signalAll(sig syscall.Signal) { _ = syscall.Kill(j.target(), sig) }
 
 // leftovers reports whether processes of the command's group still run:
 // 1 if some do, else 0.
 func (j *job) leftovers() int {
-	if syscall.Kill(-j.pid, 0) == nil {
+	if j.ownGroup && syscall.Kill(-j.pid, 0) == nil {
 		return 1
 	}
 	return 0

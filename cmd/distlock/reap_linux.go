@@ -89,7 +89,9 @@ func awaitChild() error {
 // reused between the read of /proc and the signal. Processes forked while
 // the signals are sent are found by the next rounds.
 func (j *job) signalAll(sig syscall.Signal) {
-	_ = syscall.Kill(-j.pid, sig)
+	if j.ownGroup {
+		_ = syscall.Kill(-j.pid, sig)
+	}
 	sent := make(map[int]bool)
 	for range 8 {
 		fresh := 0
@@ -138,23 +140,56 @@ func descendants(root int) []int {
 	return out
 }
 
-// parentOf reads the parent of the process pid from /proc/PID/stat, and
-// whether the process is alive (not a zombie, not gone).
-func parentOf(pid int) (ppid int, live bool) {
+// othersInGroup reports whether processes other than distlock are in
+// distlock's process group.
+func othersInGroup() bool {
+	self, pgrp := os.Getpid(), syscall.Getpgrp()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if g, ok := groupOf(pid); ok && g == pgrp {
+			return true
+		}
+	}
+	return false
+}
+
+// groupOf reads the process group of the process pid from /proc.
+func groupOf(pid int) (int, bool) {
+	fields := statFields(pid)
+	if len(fields) < 3 {
+		return 0, false
+	}
+	g, err := strconv.Atoi(string(fields[2]))
+	return g, err == nil
+}
+
+// statFields returns the fields of /proc/PID/stat that follow the
+// command name: STATE PPID PGRP ..., or nil.
+func statFields(pid int) [][]byte {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, false
+		return nil
 	}
 	// "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses.
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, false
+		return nil
 	}
-	fields := bytes.Fields(stat[i+1:])
+	return bytes.Fields(stat[i+1:])
+}
+
+// parentOf reads the parent of the process pid from /proc/PID/stat, and
+// whether the process is alive (not a zombie, not gone).
+func parentOf(pid int) (ppid int, live bool) {
+	fields := statFields(pid)
 	if len(fields) < 2 || fields[0][0] == 'Z' || fields[0][0] == 'X' {
 		return 0, false
 	}
-	ppid, err = strconv.Atoi(string(fields[1]))
+	ppid, err := strconv.Atoi(string(fields[1]))
 	return ppid, err == nil
 }
 
@@ -165,10 +200,6 @@ func (j *job) stopped() bool {
 	if j.reaped {
 		return false
 	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(j.pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'T' || stat[i+2] == 't')
+	fields := statFields(j.pid)
+	return len(fields) > 0 && (fields[0][0] == 'T' || fields[0][0] == 't')
 }

@@ -174,7 +174,7 @@ func (s *supervisor) commandStateChanged(st stopState) {
 	}
 	if s.j.term != nil && isTerminalStop(st.signal) {
 		if wantsTerminal(st.signal) && s.j.term.inForeground() {
-			s.j.term.handOver(s.j.pid)
+			s.j.handOver()
 			s.j.continueGroup()
 			return
 		}
@@ -201,7 +201,7 @@ func (s *supervisor) continued() {
 		s.stop(errSuspended)
 		return
 	}
-	s.j.term.handOver(s.j.pid)
+	s.j.handOver()
 	s.j.continueGroup()
 	s.timer.Reset(s.untilCheck())
 }
