@@ -29,11 +29,7 @@ func TestRunLostKillsTree(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := t.TempDir()
 	pids, ready := filepath.Join(dir, "pids"), filepath.Join(dir, "ready")
-	const stubborn = `trap '' TERM; echo $$ >>"$PIDS"; while :; do sleep 0.05; done`
-	script := `sh -c '` + stubborn + `' &
-setsid sh -c '` + stubborn + `' &
-while [ "$(wc -l <"$PIDS")" -lt 2 ]; do sleep 0.01; done
-touch "$READY"; wait`
+	script := stubbornPair + `touch "$READY"; wait`
 	p := start(t, []string{"PIDS=" + pids, "READY=" + ready},
 		"run", "--redis", srv.URL(), "--ttl", "1s", "tree", "--", "sh", "-c", script)
 	awaitFile(t, ready)
@@ -98,11 +94,7 @@ exit 3`
 	t.Run("killed", func(t *testing.T) {
 		dir := t.TempDir()
 		pids := filepath.Join(dir, "pids")
-		const stubborn = `trap '' TERM; echo $$ >>"$PIDS"; while :; do sleep 0.05; done`
-		script := `sh -c '` + stubborn + `' &
-setsid sh -c '` + stubborn + `' &
-while [ "$(wc -l <"$PIDS" 2>/dev/null || echo 0)" -lt 2 ]; do sleep 0.01; done
-exit 3`
+		script := stubbornPair + "exit 3"
 		p := start(t, []string{"PIDS=" + pids},
 			"run", "--redis", srv.URL(), "--ttl", "3s", "--kill-leftovers", "leftovers-killed", "--", "sh", "-c", script)
 		if code := p.wait(); code != 3 {
@@ -118,6 +110,15 @@ exit 3`
 		}
 	})
 }
+
+// stubbornPair is the start of a script that starts two processes that
+// ignore SIGTERM, one in its process group and one that leaves it with
+// setsid, and goes on once both have written their ids to $PIDS.
+const stubbornPair = `: >>"$PIDS"
+sh -c 'trap "" TERM; echo $$ >>"$PIDS"; while :; do sleep 0.05; done' &
+setsid sh -c 'trap "" TERM; echo $$ >>"$PIDS"; while :; do sleep 0.05; done' &
+while [ "$(wc -l <"$PIDS")" -lt 2 ]; do sleep 0.01; done
+`
 
 // readPIDs reads the process ids written one a line to path.
 func readPIDs(t *testing.T, path string) []int {
