@@ -81,6 +81,13 @@ func (c *command) run(args []string) error {
 		return usageErrorf("%s (see distlock %s --help)", flagMessage(err), c.name)
 	}
 	line.args = pos
+	if c.takesCommand && len(pos) == 0 {
+		// distlock run [flags] -- NAME -- COMMAND: a NAME that starts
+		// with "-" comes after the first "--", as with status.
+		if i := slices.Index(line.command, "--"); i >= 0 {
+			line.args, line.command = line.command[:i], line.command[i+1:]
+		}
+	}
 	return runner(line)
 }
 

@@ -160,7 +160,7 @@ func (d *demo) runWorkers(ctx context.Context, rf *redisFlags, shop *shop, run, 
 		cmd := exec.Command(exe, args...)
 		cmd.Env = append(os.Environ(), "REDIS_URL="+rf.resolvedURL())
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		cmd.SysProcAttr = sysProcAttr(false)
+		cmd.SysProcAttr = workerProcAttr()
 		if err := cmd.Start(); err != nil {
 			cancel()
 			results <- fmt.Errorf("cannot start worker %d: %w", i, err)

@@ -33,7 +33,8 @@ const exitStatusTable = `  0      success; for run: the command succeeded, or (-
   1-125  for run: the exit status of the command
   1      any other error
   64     usage error: unknown flag, missing argument or "--", bad value
-  65     invalid lock name (empty, too long, braces, control characters)
+  65     invalid lock name (empty, too long, braces, control characters,
+         bidirectional controls)
   69     Redis unavailable: unreachable, timed out, failing, or older than 6.2
   70     run: the lock was lost while the command ran; the command was stopped
   75     run: not acquired: the lock is held by someone else, or a

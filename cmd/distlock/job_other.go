@@ -7,25 +7,47 @@ import (
 	"syscall"
 )
 
-// On this platform only an interrupt is caught, and the command is killed
-// rather than asked to stop.
+// On this platform only an interrupt is caught, the command is killed
+// rather than asked to stop, and the job is the command's process alone.
 var (
-	interruptSignals           = []os.Signal{os.Interrupt}
-	forwardedSignals           = interruptSignals
-	terminateSignal  os.Signal = os.Kill
+	interruptSignals  = []os.Signal{os.Interrupt}
+	forwardedSignals  = interruptSignals
+	jobControlSignals []os.Signal
 )
 
-const terminateName = "kill"
+const (
+	terminateName = "kill"
+	shellPath     = ""
+)
 
-func sysProcAttr(ownGroup bool) *syscall.SysProcAttr { return nil }
+func othersInGroup() bool                                            { return false }
+func becomeReaper() error                                            { return nil }
+func isNotExecutable(err error) bool                                 { return false }
+func sysProcAttr(term *terminal, ownGroup bool) *syscall.SysProcAttr { return nil }
+func workerProcAttr() *syscall.SysProcAttr                           { return nil }
 
-func (j *job) forwards(sig os.Signal) bool { return sig != os.Interrupt }
+// reap waits for the command's process, records its status and closes
+// j.exited and j.done.
+func (j *job) reap() {
+	_ = j.cmd.Wait() // a failure shows in ProcessState
+	j.mu.Lock()
+	j.reaped, j.status = true, j.cmd.ProcessState.ExitCode()
+	j.mu.Unlock()
+	close(j.exited)
+	close(j.done)
+}
 
-func signalJob(j *job, sig os.Signal) { _ = j.cmd.Process.Signal(sig) }
+// forward ignores sig: an interrupt reaches the command from the console.
+func (j *job) forward(sig os.Signal) {}
 
-func (j *job) kill() { j.signal(os.Kill) }
-
-func awaitExit(p *os.Process) bool { return false }
+func (j *job) terminate()                    { j.kill() }
+func (j *job) kill()                         { _ = j.cmd.Process.Kill() }
+func (j *job) continueGroup()                {}
+func (j *job) leftovers() int                { return 0 }
+func (j *job) stopped() bool                 { return false }
+func wantsTerminal(sig syscall.Signal) bool  { return false }
+func stopSelf()                              {}
+func isTerminalStop(sig syscall.Signal) bool { return false }
 
 func signalName(sig os.Signal) string {
 	if sig == os.Interrupt {
@@ -41,4 +63,4 @@ func signalNumber(sig os.Signal) (int, bool) {
 	return 0, false
 }
 
-func killedBy(st *os.ProcessState) (int, bool) { return 0, false }
+func isContinue(sig os.Signal) bool { return false }

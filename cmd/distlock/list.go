@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
+	"strconv"
 	"time"
 )
 
@@ -89,9 +89,7 @@ func list(rf *redisFlags, pattern string, asJSON bool) error {
 
 // writeTable prints locks as a table, one per line.
 func writeTable(w io.Writer, states []lockState) {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	defer tw.Flush()
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tSINCE\tTTL\tTOKEN\tWAITERS")
+	rows := [][]string{{"NAME", "KIND", "HOLDER", "SINCE", "TTL", "TOKEN", "WAITERS"}}
 	for _, st := range states {
 		kind, holder, since, ttl, token := st.Kind, "", time.Time{}, st.TTLMillis, st.Token
 		switch {
@@ -126,10 +124,10 @@ func writeTable(w io.Writer, states []lockState) {
 		if st.Kind != kindPlain.String() {
 			waiters = st.Queued // a fair or read-write lock's or a semaphore's waiters are in its queue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n",
-			st.Name, kind, holder, since.Local().Format("2006-01-02 15:04:05"),
-			formatTTL(msDuration(ttl)), token, waiters)
+		rows = append(rows, []string{printableName(st.Name), kind, holder, since.Local().Format("2006-01-02 15:04:05"),
+			formatTTL(msDuration(ttl)), strconv.FormatUint(token, 10), strconv.Itoa(waiters)})
 	}
+	_ = writeColumns(w, rows)
 }
 
 // holdersSpan sums up the n holders of a lock held by several (the

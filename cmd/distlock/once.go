@@ -53,7 +53,7 @@ func runOncePer(rf *redisFlags, o *runOptions, name string, argv []string) error
 			deadline.Stop()
 		}
 	}()
-	r := &onceRun{name: name, path: path, argv: argv, grace: o.grace, sigs: sigs,
+	r := &onceRun{name: name, path: path, argv: argv, o: o, sigs: sigs, mutex: s.client.Mutex(name, ttl),
 		exited: func() { deadline = time.AfterFunc(releaseTimeout, cancel) }}
 	run, err := s.client.OncePer(ctx, name, o.oncePer, r.job, ttl)
 	if r.called {
@@ -106,8 +106,9 @@ type onceRun struct {
 	name  string
 	path  string   // the command's executable
 	argv  []string // the command line
-	grace time.Duration
-	sigs  <-chan os.Signal
+	o     *runOptions
+	sigs  chan os.Signal
+	mutex *distlock.Mutex // NAME, re-entered to watch its lease (see job)
 	// exited is called once the command has exited (or could not start),
 	// before OncePer records its run and releases the lock.
 	exited func()
@@ -136,13 +137,22 @@ func (r *onceRun) job(lease context.Context, token uint64) error {
 	if period, ok := distlock.RunPeriod(lease); ok {
 		env.period = strconv.FormatUint(period, 10)
 	}
+	// OncePer gives the job the lease's context, not the Lease whose
+	// ValidUntil supervise needs: re-entering the lock with the context
+	// gives a Lease of the same hold.
+	inner, err := r.mutex.Lock(lease)
+	if err != nil {
+		r.err = fmt.Errorf("cannot watch the lock's lease: %w", err)
+		return r.err
+	}
+	defer func() { _ = release(inner) }()
 	j, err := startJob(r.path, r.argv, commandEnv(r.name, token, env))
 	if err != nil {
 		r.err = err
 		return r.err
 	}
 	r.started = true
-	r.lost = supervise(lease, j, r.name, r.grace, r.sigs)
+	r.lost = supervise(j, r.o.watch(r.name, lease, inner.ValidUntil), r.sigs)
 	r.status = j.exitStatus()
 	switch {
 	case r.lost != nil:
@@ -209,9 +219,7 @@ type commandFailed struct {
 // newCommandFailed describes the command j, which exited with status.
 func newCommandFailed(j *job, status int) *commandFailed {
 	e := &commandFailed{status: status}
-	if st := j.cmd.ProcessState; st == nil {
-		return e
-	} else if n, ok := killedBy(st); ok {
+	if n, ok := j.killedBy(); ok {
 		e.signal = n
 	}
 	return e

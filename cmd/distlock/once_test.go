@@ -241,7 +241,7 @@ func TestRunOncePerOutcomes(t *testing.T) {
 	t.Run("lock lost", func(t *testing.T) {
 		ready := filepath.Join(dir, "ready")
 		p := start(t, []string{"READY=" + ready}, "run", "--redis", srv.URL(), "--once-per", longPeriod,
-			"--ttl", "600ms", "--kill-grace", "300ms", "lost", "--", "sh", "-c", `touch "$READY"; exec sleep 60`)
+			"--ttl", "600ms", "--kill-grace", "200ms", "lost", "--", "sh", "-c", `touch "$READY"; exec sleep 60`)
 		awaitFile(t, ready)
 		if err := rdb.Del(context.Background(), distlock.DefaultPrefix+"{lost}").Err(); err != nil {
 			t.Fatal(err)

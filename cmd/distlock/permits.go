@@ -47,6 +47,9 @@ lock), permits changes nothing and exits with status 78.
 			if err != nil || n < 1 || n > distlock.MaxPermits {
 				return usageErrorf("invalid number of permits %q: want an integer from 1 to %d", line.args[1], distlock.MaxPermits)
 			}
+			if err := checkName(line.args[0]); err != nil {
+				return err
+			}
 			return setPermits(rf, line.args[0], n)
 		}
 	},

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -69,23 +70,27 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 type session struct {
 	rdb    redis.UniversalClient
 	client *distlock.Client
-	addr   string // where, for messages (never the password)
-	prefix string // the key prefix of the locks
+	addr   string     // where, for messages (never the password)
+	prefix string     // the key prefix of the locks
+	tls    *tlsTarget // with rediss://: the first server, whose TLS ping checks
+
+	closed atomic.Bool // Close was called
 }
 
 // newSession returns a session on the Redis of rf, without contacting it.
 // A malformed URL is a usage error.
 func newSession(rf *redisFlags, opts ...distlock.Option) (*session, error) {
-	rdb, addr, err := dialRedisURL(rf.resolvedURL())
+	rdb, addr, tls, err := dialRedisURL(rf.resolvedURL())
 	if err != nil {
 		return nil, err
 	}
 	opts = append([]distlock.Option{distlock.WithPrefix(rf.prefix), distlock.WithLogger(nil)}, opts...)
-	return &session{rdb: rdb, client: distlock.New(rdb, opts...), addr: addr, prefix: rf.prefix}, nil
+	return &session{rdb: rdb, client: distlock.New(rdb, opts...), addr: addr, prefix: rf.prefix, tls: tls}, nil
 }
 
-// dialRedisURL returns a client for the Redis that the URL s names, and a
-// description of where it is for messages, without contacting it:
+// dialRedisURL returns a client for the Redis that the URL s names, a
+// description of where it is for messages and, for rediss://, the first
+// server to check that it speaks TLS, without contacting it:
 //
 //   - with a master_name parameter, the master that the Sentinels at the
 //     URL's host and its addr parameters monitor (go-redis's
@@ -96,47 +101,47 @@ func newSession(rf *redisFlags, opts ...distlock.Option) (*session, error) {
 //   - otherwise one server (ParseURL's form).
 //
 // Its errors never repeat the URL, which may hold a password.
-func dialRedisURL(s string) (redis.UniversalClient, string, error) {
+func dialRedisURL(s string) (redis.UniversalClient, string, *tlsTarget, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, "", badURL(err)
+		return nil, "", nil, badURL(err)
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, "", usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
+		return nil, "", nil, usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
 	}
 	q := u.Query()
 	switch {
 	case q.Has("master_name"):
 		opt, err := redis.ParseFailoverURL(s)
 		if err != nil {
-			return nil, "", badURL(err)
+			return nil, "", nil, badURL(err)
 		}
 		where := fmt.Sprintf("master %q of the Sentinels at %s", opt.MasterName, strings.Join(opt.SentinelAddrs, ","))
-		return redis.NewFailoverClient(opt), where, nil
+		return redis.NewFailoverClient(opt), where, newTLSTarget(opt.SentinelAddrs, opt.TLSConfig), nil
 	case q.Has("addr") || q.Has("cluster"):
 		if c := q.Get("cluster"); c != "" && c != "true" && c != "1" {
-			return nil, "", usageErrorf("invalid Redis URL: cluster=%s (want cluster=true)", c)
+			return nil, "", nil, usageErrorf("invalid Redis URL: cluster=%s (want cluster=true)", c)
 		}
 		q.Del("cluster")
 		u.RawQuery = q.Encode()
 		opt, err := redis.ParseClusterURL(u.String())
 		if err != nil {
-			return nil, "", badURL(err)
+			return nil, "", nil, badURL(err)
 		}
-		return redis.NewClusterClient(opt), "the Cluster at " + strings.Join(opt.Addrs, ","), nil
+		return redis.NewClusterClient(opt), "the Cluster at " + strings.Join(opt.Addrs, ","), newTLSTarget(opt.Addrs, opt.TLSConfig), nil
 	}
 	opt, err := redis.ParseURL(s)
 	if err != nil {
-		return nil, "", badURL(err)
+		return nil, "", nil, badURL(err)
 	}
 	if opt.Network != "tcp" {
-		return nil, "", usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
+		return nil, "", nil, usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
 	}
-	return redis.NewClient(opt), opt.Addr, nil
+	return redis.NewClient(opt), opt.Addr, newTLSTarget([]string{opt.Addr}, opt.TLSConfig), nil
 }
 
 // badURL is the usage error of a URL that go-redis refused, without the
@@ -169,6 +174,9 @@ func (s *session) ready(ctx context.Context, l interface{ Err() error }) error {
 func (s *session) ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
+	if err := s.tls.check(ctx); err != nil {
+		return exitf(exitUnavailable, "cannot reach Redis at %s: %v", s.addr, err)
+	}
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return s.failure(err)
 	}
@@ -198,9 +206,28 @@ func (s *session) failure(err error) error {
 }
 
 // Close releases what the session still holds and closes its connections.
+// It waits for the requests still on their way. Calling it again does
+// nothing, at once.
 func (s *session) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
 	_ = s.client.Close()
 	_ = s.rdb.Close()
+}
+
+// closeWithin closes the session, waiting at most d for the requests
+// still on their way; distlock is about to exit.
+func (s *session) closeWithin(d time.Duration) {
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(d):
+	}
 }
 
 // isAuthError reports whether err is Redis refusing the user name or

@@ -16,8 +16,13 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// releaseTimeout bounds the release of the lock after the command.
-const releaseTimeout = 5 * time.Second
+// releaseTimeout bounds the release of the lock after the command;
+// lostReleaseTimeout, after the command was stopped for the loss of the
+// lock.
+const (
+	releaseTimeout     = 5 * time.Second
+	lostReleaseTimeout = time.Second
+)
 
 var runCommand = &command{
 	name:         "run",
@@ -114,21 +119,33 @@ that the period is [i*PERIOD, (i+1)*PERIOD) since the Unix epoch, on the
 Redis server's clock). Otherwise DISTLOCK_MODE, DISTLOCK_PERMITS and
 DISTLOCK_PERIOD are removed from its environment.
 
-If the lock is lost while COMMAND runs (its lease could not be renewed,
-or an operator ran "distlock unlock --force"), run sends COMMAND SIGTERM,
-then SIGKILL after --kill-grace, and exits with status 70.
+The lock covers COMMAND and every process it starts: run releases it
+only once all of them have exited, background jobs and daemons that
+called setsid included (on Linux distlock is their subreaper; elsewhere
+the tree is COMMAND's process group). If processes that COMMAND started
+still run when it exits, run says so (unless --quiet) and holds the lock
+until they exit; with --kill-leftovers it stops them instead.
+
+If the lock is lost while COMMAND runs (a renewal found it gone, for
+example after "distlock unlock --force"), or its lease could not be
+renewed in time, run sends SIGTERM to every process of the tree, SIGKILL
+after --kill-grace, and exits with status 70. When renewals fail, the
+SIGTERM is sent early enough that the SIGKILL lands before the lease can
+expire on the server; --kill-grace may thus be at most a third of --ttl.
 
 Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
-distlock are passed on to COMMAND; the lock is released once COMMAND has
-exited. Outside a terminal, COMMAND runs in a process group of its own and
-signals go to that whole group, so that the processes COMMAND started stop
-with it. In the foreground of a terminal, COMMAND stays in distlock's
-process group, so that it can read the terminal and gets ^C, ^\ and ^Z
-from it directly (they are not passed on a second time), and signals go
-to COMMAND's process alone. On Linux, COMMAND is killed if distlock dies.
-A signal received while waiting for the lock ends the wait (status
-128+N). A holder that is killed without releasing the lock holds it until
-its lease (--ttl) runs out.
+distlock are passed on to COMMAND's process group (followed by SIGCONT
+for the first four); the lock is released once the tree has exited.
+COMMAND runs in a process group of its own; in a terminal it gets the
+terminal's foreground whenever distlock has it, so that it reads the
+terminal and gets ^C, ^\ and ^Z directly. When the terminal stops
+COMMAND (^Z, or reading the terminal in the background), distlock stops
+too, as a shell's job; continued after its lease may have run out, it
+kills COMMAND and exits with status 70. On Linux, COMMAND is killed if
+distlock dies. A signal received while waiting for the lock ends the wait
+(status 128+N). A holder that is killed without releasing the lock holds
+it until its lease (--ttl) runs out. A NAME that starts with "-" goes
+after a first "--": distlock run -- -NAME -- COMMAND.
 
 Exit statuses:
 ` + exitStatusTable + `
@@ -165,9 +182,14 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 		fs.DurationVar(&o.ttl, "ttl", distlock.DefaultTTL,
 			"lease `DURATION` of the lock, renewed while the command runs: a holder that\n"+
 				"dies without releasing the lock holds it this long (at least 50ms)")
-		fs.DurationVar(&o.grace, "kill-grace", 10*time.Second,
-			"when the lock is lost, give the command `DURATION` to exit after SIGTERM,\n"+
-				"then send SIGKILL")
+		fs.DurationVar(&o.grace, "kill-grace", 0,
+			"when the lock is lost, give the command and what it started `DURATION` to\n"+
+				"exit after SIGTERM, then send SIGKILL; at most a third of --ttl\n"+
+				"(default 10s, or a third of --ttl if less)")
+		fs.BoolVar(&o.killLeftovers, "kill-leftovers", false,
+			"when the command exits, stop the processes it started that still run\n"+
+				"(SIGTERM, then SIGKILL after --kill-grace) instead of keeping the lock\n"+
+				"until they exit")
 		fs.BoolVar(&o.fair, "fair", false,
 			"take the lock as a fair one: waiters on every machine are served in the\n"+
 				"order they arrived; every user of the lock must use --fair")
@@ -211,6 +233,9 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 				return usageErrorf("invalid value for --ttl: %v is not between %v and %v", o.ttl, distlock.MinTTL, distlock.MaxTTL)
 			case o.grace < 0:
 				return usageErrorf("invalid value for --kill-grace: negative duration")
+			case o.grace > maxGrace(o.ttl):
+				return usageErrorf("--kill-grace %v is too long for --ttl %v: the command must be killed before the lock's lease can run out, "+
+					"which allows at most %v (a third of --ttl); shorten --kill-grace or lengthen --ttl", o.grace, o.ttl, maxGrace(o.ttl))
 			case o.shared && o.exclusive:
 				return usageErrorf("--shared and --exclusive cannot go together: --shared takes the read side of the lock, --exclusive its write side")
 			case o.fair && (o.shared || o.exclusive):
@@ -236,6 +261,12 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 			case !o.queued() && isSet(fs, "queue-timeout"):
 				return usageErrorf("--queue-timeout is for a lock with a queue: add --fair, --shared, --exclusive or --semaphore, or drop --queue-timeout")
 			}
+			if !isSet(fs, "kill-grace") {
+				o.grace = defaultGrace(o.ttl)
+			}
+			if err := checkName(line.args[0]); err != nil {
+				return err
+			}
 			if o.isOncePer {
 				return runOncePer(rf, o, line.args[0], line.command)
 			}
@@ -258,20 +289,21 @@ const (
 
 // runOptions are the flags of run, but --redis and --prefix.
 type runOptions struct {
-	wait         waitFlag
-	ttl          time.Duration
-	grace        time.Duration
-	fair         bool
-	shared       bool          // the read side of a read-write lock
-	exclusive    bool          // the write side of a read-write lock
-	isSemaphore  bool          // --semaphore was given
-	semaphore    int           // the semaphore's permits, as this run knows them
-	permits      int           // the permits to take of the semaphore
-	queueTimeout time.Duration // for a lock with a queue
-	isOncePer    bool          // --once-per was given
-	oncePer      time.Duration // the period of --once-per
-	quiet        bool
-	verbose      bool
+	wait          waitFlag
+	ttl           time.Duration
+	grace         time.Duration
+	killLeftovers bool // --kill-leftovers: stop what the command leaves running
+	fair          bool
+	shared        bool          // the read side of a read-write lock
+	exclusive     bool          // the write side of a read-write lock
+	isSemaphore   bool          // --semaphore was given
+	semaphore     int           // the semaphore's permits, as this run knows them
+	permits       int           // the permits to take of the semaphore
+	queueTimeout  time.Duration // for a lock with a queue
+	isOncePer     bool          // --once-per was given
+	oncePer       time.Duration // the period of --once-per
+	quiet         bool
+	verbose       bool
 }
 
 // queued reports whether the lock that o asks for has a queue: a fair
@@ -305,6 +337,14 @@ func (o *runOptions) mode() string {
 		return "semaphore"
 	}
 	return ""
+}
+
+// watch is what supervise needs to watch the job run under the lease
+// of the lock name, whose context is lease and whose ValidUntil is
+// validUntil.
+func (o *runOptions) watch(name string, lease context.Context, validUntil func() time.Time) watch {
+	return watch{name: name, lease: lease, validUntil: validUntil, ttl: o.ttl, grace: o.grace,
+		killLeftovers: o.killLeftovers, quiet: o.quiet}
 }
 
 // isSet reports whether the flag name was given on the command line.
@@ -360,12 +400,18 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 		_ = release(lease)
 		return err
 	}
-	lost := supervise(lease.Context(), j, name, o.grace, sigs)
+	lost := supervise(j, o.watch(name, lease.Context(), lease.ValidUntil), sigs)
 	status := j.exitStatus()
+	if lost != nil {
+		// The lock is gone, or will be within a margin: a release only
+		// helps if Redis answers at once, and requests cut off from Redis
+		// are not waited for.
+		_ = releaseWithin(lease, lostReleaseTimeout)
+		s.closeWithin(lostReleaseTimeout)
+		return silentExit(exitLockLost) // supervise said why
+	}
 	uerr := release(lease)
 	switch {
-	case lost != nil:
-		return silentExit(exitLockLost) // supervise said why
 	case errors.Is(uerr, distlock.ErrLockLost):
 		return exitf(exitLockLost, "lost lock %q before the command ended (it exited with status %d): %s",
 			name, status, lossReason(uerr))
@@ -441,8 +487,11 @@ func (e lockEvents) handle(ev distlock.Event) {
 }
 
 // release releases the lease, giving Redis up to releaseTimeout.
-func release(lease *distlock.Lease) error {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+func release(lease *distlock.Lease) error { return releaseWithin(lease, releaseTimeout) }
+
+// releaseWithin releases the lease, giving Redis up to timeout.
+func releaseWithin(lease *distlock.Lease, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return lease.Unlock(ctx)
 }

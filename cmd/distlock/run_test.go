@@ -174,7 +174,7 @@ func TestRunLockLostStopsCommand(t *testing.T) {
 			name := "lost-" + strings.ReplaceAll(tt.name, " ", "-")
 			ready, grandchild := filepath.Join(dir, "ready"), filepath.Join(dir, "grandchild")
 			p := start(t, []string{"READY=" + ready, "GRANDCHILD=" + grandchild},
-				"run", "--redis", srv.URL(), "--ttl", "600ms", "--kill-grace", "300ms", name, "--", "sh", "-c", tt.script)
+				"run", "--redis", srv.URL(), "--ttl", "600ms", "--kill-grace", "200ms", name, "--", "sh", "-c", tt.script)
 			awaitFile(t, ready)
 			if err := rdb.Del(context.Background(), distlock.DefaultPrefix+"{"+name+"}").Err(); err != nil {
 				t.Fatal(err)
@@ -333,4 +333,33 @@ func TestRunRedisDiesStopsCommand(t *testing.T) {
 		t.Fatalf("exit status %d, want %d; stderr:\n%s", code, exitLockLost, p.errOut())
 	}
 	wantOneLine(t, p.errOut())
+}
+
+// TestRunScriptWithoutShebang runs an executable script without a "#!"
+// line: it runs with sh, as execvp(3) and flock(1) run it.
+func TestRunScriptWithoutShebang(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	script := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(script, []byte("echo \"ran $1 as $DISTLOCK_NAME\"\nexit 7\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "run", "--redis", srv.URL(), "plain-script", "--", script, "arg")
+	r.wantCode(t, 7)
+	if r.stdout != "ran arg as plain-script\n" {
+		t.Errorf("stdout %q, want the script's output", r.stdout)
+	}
+}
+
+// TestRunDashName runs a command under a lock whose name starts with
+// "-": it comes after a first "--", as with status.
+func TestRunDashName(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	r := run(t, "run", "--redis", srv.URL(), "--wait", "0", "--", "-dash", "--", "sh", "-c", `echo "$DISTLOCK_NAME"`)
+	r.wantCode(t, 0)
+	if r.stdout != "-dash\n" {
+		t.Errorf("DISTLOCK_NAME = %q, want -dash", r.stdout)
+	}
+	run(t, "status", "--redis", srv.URL(), "--", "-dash").wantCode(t, 0)
 }

@@ -106,6 +106,9 @@ The exit status is 0 whether the lock is held or not.
 			if len(line.args) != 1 {
 				return usageErrorf("want one lock NAME (see distlock status --help)")
 			}
+			if err := checkName(line.args[0]); err != nil {
+				return err
+			}
 			return status(rf, line.args[0], *asJSON)
 		}
 	},

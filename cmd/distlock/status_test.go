@@ -144,6 +144,40 @@ func TestList(t *testing.T) {
 	}
 }
 
+// TestListWideNames lists locks whose names take more terminal columns
+// than runes (CJK, emoji), and one with a bidirectional control made with
+// the library: the columns stay aligned on a terminal, and the control is
+// shown escaped.
+func TestListWideNames(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	names := []string{"plain-name", "夜間レポート", "🔒-deploy", "rtl-\u202e"}
+	for _, name := range names {
+		hold(t, c, name)
+	}
+	r := run(t, "list", "--redis", srv.URL())
+	r.wantCode(t, 0)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) != len(names)+1 {
+		t.Fatalf("list printed:\n%s", r.stdout)
+	}
+	// Every row's KIND starts in the column of the header's.
+	want := displayWidth(lines[0][:strings.Index(lines[0], "KIND")])
+	for _, line := range lines[1:] {
+		i := strings.Index(line, "  plain  ")
+		if i < 0 {
+			t.Fatalf("row %q has no plain KIND", line)
+		}
+		if got := displayWidth(line[:i+2]); got != want {
+			t.Errorf("row %q: KIND in column %d, want %d as in the header", line, got, want)
+		}
+	}
+	if strings.ContainsRune(r.stdout, '\u202e') || !strings.Contains(r.stdout, `"rtl-\u202e"`) {
+		t.Errorf("list printed the bidirectional control raw, not escaped:\n%s", r.stdout)
+	}
+}
+
 // TestUnlockForce checks that unlock refuses without --force, and that with
 // it the lock is released, its waiter gets it, and its holder learns that
 // it lost it.

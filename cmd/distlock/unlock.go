@@ -47,6 +47,9 @@ that is not held is not an error.
 			if !*force {
 				return usageErrorf("refusing to release %q without --force: its holder keeps running (see distlock unlock --help)", line.args[0])
 			}
+			if err := checkName(line.args[0]); err != nil {
+				return err
+			}
 			return forceUnlock(rf, line.args[0])
 		}
 	},
