@@ -166,7 +166,10 @@ Run "distlock COMMAND --help" for the flags and examples of a command, and
 
 Redis is reached at --redis URL, else $REDIS_URL, else %s;
 use rediss:// for TLS, and redis://USER:PASSWORD@HOST:PORT/DB to log in.
---redis and --prefix may come before the command or among its flags.
+For Redlock over independent masters, give --redlock URL once per master
+(3, 5, ...) instead of --redis: a lock is held on a majority of them.
+--redis, --redlock and --prefix may come before the command or among its
+flags.
 
 Exit statuses:
 %s

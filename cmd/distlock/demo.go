@@ -79,6 +79,9 @@ func (d *demo) run(rf *redisFlags) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), interruptSignals...)
 	defer stop()
 
+	if len(rf.masters) > 0 {
+		return usageErrorf("the demo runs on one Redis (--redis), not on Redlock masters (--redlock)")
+	}
 	where := "Redis at "
 	if rf.url == "" && os.Getenv("REDIS_URL") == "" {
 		srv, err := redistest.StartServer()

@@ -64,7 +64,7 @@ func runMain(args []string) int {
 	cmd := lookup(args[0])
 	switch {
 	case cmd == nil && strings.HasPrefix(args[0], "-"):
-		return report("distlock", usageErrorf("unknown flag --%s before the command: only --redis and --prefix may come before it; the command's own flags go after it, as in distlock run --wait 0 NAME -- COMMAND (see distlock --help)", strings.TrimLeft(args[0], "-")))
+		return report("distlock", usageErrorf("unknown flag --%s before the command: only --redis, --redlock and --prefix may come before it; the command's own flags go after it, as in distlock run --wait 0 NAME -- COMMAND (see distlock --help)", strings.TrimLeft(args[0], "-")))
 	case cmd == nil:
 		return report("distlock", usageErrorf("unknown command %q (see distlock --help)", args[0]))
 	}
@@ -76,7 +76,7 @@ func runMain(args []string) int {
 // globalFlags are the flags every command has, which may also come before
 // the command's name (distlock --redis URL status NAME), as in git or
 // kubectl.
-var globalFlags = []string{"redis", "prefix"}
+var globalFlags = []string{"redis", "redlock", "prefix"}
 
 // leadingGlobalFlags splits the global flags at the start of args (in the
 // forms --redis URL, --redis=URL, and with a single dash) from the rest,

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,8 +26,9 @@ const pingTimeout = 10 * time.Second
 
 // redisFlags are the flags that say which Redis and which locks to use.
 type redisFlags struct {
-	url    string
-	prefix string
+	url     string
+	masters []string // --redlock, each time it is given
+	prefix  string
 }
 
 // addRedisFlags defines --redis and --prefix on fs.
@@ -37,6 +39,12 @@ func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 			"for TLS (default $REDIS_URL, else "+defaultRedisURL+"); Sentinel:\n"+
 			"redis://SENTINEL:PORT?master_name=NAME[&addr=SENTINEL2:PORT...];\n"+
 			"Cluster: redis://NODE:PORT?addr=NODE2:PORT[&addr=...] or ...?cluster=true")
+	fs.Func("redlock", "`URL` of one of the independent Redis masters of a Redlock quorum\n"+
+		"(NewRedlock): give it once per master, an odd number, at least 3;\n"+
+		"not with --redis", func(u string) error {
+		rf.masters = append(rf.masters, u)
+		return nil
+	})
 	fs.StringVar(&rf.prefix, "prefix", distlock.DefaultPrefix,
 		"`PREFIX` of the Redis keys of the locks; all users of a lock must use\nthe same")
 	return rf
@@ -66,26 +74,61 @@ type quietLogger struct{}
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // A session is a connection pool to one Redis deployment (a server, a
-// Sentinel-managed master or a Cluster) and a distlock Client on it.
+// Sentinel-managed master or a Cluster), or to each master of a Redlock
+// quorum, and a distlock Client on it.
 type session struct {
-	rdb    redis.UniversalClient
-	client *distlock.Client
-	addr   string     // where, for messages (never the password)
-	prefix string     // the key prefix of the locks
-	tls    *tlsTarget // with rediss://: the first server, whose TLS ping checks
+	rdb     redis.UniversalClient // the deployment; a Redlock's first master
+	masters []master              // a Redlock's masters; nil otherwise
+	client  *distlock.Client
+	addr    string     // where, for messages (never the password)
+	prefix  string     // the key prefix of the locks
+	tls     *tlsTarget // with rediss://: the first server, whose TLS ping checks
 
 	closed atomic.Bool // Close was called
+}
+
+// A master is one Redis master of a Redlock quorum.
+type master struct {
+	rdb  redis.UniversalClient
+	addr string
+	tls  *tlsTarget
 }
 
 // newSession returns a session on the Redis of rf, without contacting it.
 // A malformed URL is a usage error.
 func newSession(rf *redisFlags, opts ...distlock.Option) (*session, error) {
+	opts = append([]distlock.Option{distlock.WithPrefix(rf.prefix), distlock.WithLogger(nil)}, opts...)
+	if len(rf.masters) > 0 {
+		return newRedlockSession(rf, opts)
+	}
 	rdb, addr, tls, err := dialRedisURL(rf.resolvedURL())
 	if err != nil {
 		return nil, err
 	}
-	opts = append([]distlock.Option{distlock.WithPrefix(rf.prefix), distlock.WithLogger(nil)}, opts...)
 	return &session{rdb: rdb, client: distlock.New(rdb, opts...), addr: addr, prefix: rf.prefix, tls: tls}, nil
+}
+
+// newRedlockSession returns a session on the Redlock masters of rf.
+func newRedlockSession(rf *redisFlags, opts []distlock.Option) (*session, error) {
+	if rf.url != "" {
+		return nil, usageErrorf("--redis and --redlock exclude each other: give one Redis with --redis, or each master of a Redlock quorum with --redlock")
+	}
+	s := &session{prefix: rf.prefix}
+	var rdbs []redis.UniversalClient
+	var addrs []string
+	for _, u := range rf.masters {
+		rdb, addr, tls, err := dialRedisURL(u)
+		if err != nil {
+			s.closeMasters()
+			return nil, err
+		}
+		s.masters = append(s.masters, master{rdb: rdb, addr: addr, tls: tls})
+		rdbs, addrs = append(rdbs, rdb), append(addrs, addr)
+	}
+	s.rdb, s.tls = rdbs[0], s.masters[0].tls
+	s.addr = "the Redlock masters " + strings.Join(addrs, ", ")
+	s.client = distlock.NewRedlock(rdbs, opts...)
+	return s, nil
 }
 
 // dialRedisURL returns a client for the Redis that the URL s names, a
@@ -174,6 +217,9 @@ func (s *session) ready(ctx context.Context, l interface{ Err() error }) error {
 func (s *session) ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
+	if s.masters != nil {
+		return s.pingQuorum(ctx)
+	}
 	if err := s.tls.check(ctx); err != nil {
 		return exitf(exitUnavailable, "cannot reach Redis at %s: %v", s.addr, err)
 	}
@@ -205,6 +251,37 @@ func (s *session) failure(err error) error {
 	return exitf(exitUnavailable, "Redis at %s: %v", s.addr, rootCause(err))
 }
 
+// pingQuorum pings every Redlock master at once. A quorum that answers
+// will do: it warns of the others, and fails, as ping does, with the
+// first failure when fewer than a quorum answer.
+func (s *session) pingQuorum(ctx context.Context) error {
+	errs := make([]error, len(s.masters))
+	var wg sync.WaitGroup
+	for i, m := range s.masters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.tls.check(ctx); err != nil {
+				errs[i] = exitf(exitUnavailable, "cannot reach Redis at %s: %v", m.addr, err)
+			} else if err := m.rdb.Ping(ctx).Err(); err != nil {
+				errs[i] = (&session{addr: m.addr}).failure(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+			warnf("Redlock master %s: %v", s.masters[i].addr, err)
+		}
+	}
+	if len(s.masters)-len(failed) < len(s.masters)/2+1 {
+		return failed[0]
+	}
+	return nil
+}
+
 // Close releases what the session still holds and closes its connections.
 // It waits for the requests still on their way. Calling it again does
 // nothing, at once.
@@ -213,7 +290,18 @@ func (s *session) Close() {
 		return
 	}
 	_ = s.client.Close()
+	if s.masters != nil {
+		s.closeMasters()
+		return
+	}
 	_ = s.rdb.Close()
+}
+
+// closeMasters closes the connections to a Redlock's masters.
+func (s *session) closeMasters() {
+	for _, m := range s.masters {
+		_ = m.rdb.Close()
+	}
 }
 
 // closeWithin closes the session, waiting at most d for the requests
@@ -260,4 +348,9 @@ func rootCause(err error) error {
 		return nerr
 	}
 	return err
+}
+
+// warnf prints a warning on stderr.
+func warnf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "distlock: warning: "+format+"\n", args...)
 }
