@@ -11,10 +11,9 @@ import (
 const MaxNameLen = 512
 
 // validateName checks a lock name: 1 to MaxNameLen bytes of UTF-8 without
-// control characters (bidirectional ones included: U+202E and the like
-// can make a name print as another) or braces. Braces are refused because
-// the name is the Redis Cluster hash tag of every key of the lock: a brace
-// inside it would change which part of the key is hashed.
+// control characters or braces. Braces are refused because the name is the
+// Redis Cluster hash tag of every key of the lock: a brace inside it would
+// change which part of the key is hashed.
 func validateName(name string) error {
 	switch {
 	case name == "":
@@ -27,8 +26,6 @@ func validateName(name string) error {
 		return fmt.Errorf("%w: %q contains a brace", ErrInvalidName, name)
 	case strings.ContainsFunc(name, unicode.IsControl):
 		return fmt.Errorf("%w: %q contains a control character", ErrInvalidName, name)
-	case strings.ContainsFunc(name, isBidiControl):
-		return fmt.Errorf("%w: %q contains a bidirectional control character, which can make it print as another name", ErrInvalidName, name)
 	}
 	return nil
 }
@@ -43,7 +40,3 @@ func validatePrefix(p string) error {
 	}
 	return nil
 }
-
-// isBidiControl reports whether r changes the direction of the text around
-// it.
-func isBidiControl(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }

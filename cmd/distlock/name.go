@@ -9,9 +9,7 @@ import (
 // checkName refuses a lock name with a bidirectional control character
 // (U+202E RIGHT-TO-LEFT OVERRIDE and the like): such a name can print as
 // another one in the output of status and list. The library checks the
-// rest, and refuses these too, once the name is used (see
-// distlock.ErrInvalidName): this check comes first, before Redis is
-// contacted.
+// rest (see distlock.ErrInvalidName).
 func checkName(name string) error {
 	if i := strings.IndexFunc(name, isBidiControl); i >= 0 {
 		r := []rune(name[i:])[0]
