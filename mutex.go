@@ -121,8 +121,9 @@ func (m *Mutex) Inspect(ctx context.Context) (LockInfo, error) {
 // fair mutex goes to the first in its queue). It works on a name of any
 // kind: an election's leader is deposed, and every holder of a read-write
 // lock or a semaphore loses it, the first waiters in line being let in.
-// It is for operators: the
-// holder learns of it at its next renewal (its lease context is then
-// cancelled with ErrLockLost), so until then two processes may both
-// believe they hold the lock. It reports whether the lock was held.
+// It is for operators. Each holder's process is told, and the holder's
+// lease context is cancelled with ErrLockLost within about one round trip
+// (if that notice is lost, at its next renewal); until the holder's code
+// stops, two processes may both act under the lock. It reports whether the
+// lock was held.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.forceUnlock(ctx) }

@@ -28,14 +28,15 @@ var overlapDefaults = flag.Bool("overlap.defaults", false,
 // second starts, whether it exits soon after SIGTERM or ignores it and is
 // killed. With -overlap.defaults it runs with all of distlock's defaults,
 // and measures the deletion of the lock too, where an overlap cannot be
-// helped: run learns of it only at its next renewal.
+// helped: run learns of a DEL only at its next renewal, and of a
+// force-unlock at once, and the next holder may start at once either way.
 func TestRunLossNoOverlap(t *testing.T) {
 	t.Parallel()
 	ttl, cleanup := []string{"--ttl", "3s"}, "0.5"
 	faults := []string{"partition", "freeze"}
 	if *overlapDefaults {
 		ttl, cleanup = nil, "1"
-		faults = append(faults, "delete")
+		faults = append(faults, "delete", "force-unlock")
 	}
 	commands := []struct{ name, onTerm string }{
 		{"exits " + cleanup + "s after SIGTERM", `trap 'stamp; sleep ` + cleanup + `; stamp; exit 0' TERM`},
@@ -97,6 +98,10 @@ while :; do stamp; sleep 0.02; done`
 			t.Fatal(err)
 		}
 		next = startNext()
+	case "force-unlock":
+		awaitHolderWatch(t, srv, holder)
+		run(t, "unlock", "--redis", srv.URL(), "--force", "contested").wantCode(t, 0)
+		next = startNext()
 	}
 	if code := holder.wait(); code != exitLockLost {
 		t.Fatalf("first holder: exit status %d, want %d; stderr:\n%s", code, exitLockLost, holder.errOut())
@@ -106,7 +111,7 @@ while :; do stamp; sleep 0.02; done`
 	}
 	last := lastStamp(t, first)
 	began := lastStamp(t, second)
-	if fault == "delete" {
+	if fault == "delete" || fault == "force-unlock" {
 		t.Logf("the first command wrote for %v after the second one started (%s)", last.Sub(began), holder.errOut())
 		return
 	}

@@ -53,6 +53,7 @@ func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
 // has started.
 func (e *Engine) hold(ctx context.Context, s Spec, r Request, g Grant, sent time.Duration) (*Lease, error) {
 	h := newHold(ctx, e, s, r.Owner, g.Token)
+	e.watchRevoked()
 	added, late := e.renew.add(h, sent)
 	if !added {
 		e.cleanup(r)

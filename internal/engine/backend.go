@@ -118,6 +118,18 @@ type Backend interface {
 	Watch(ctx context.Context, name string, kind Kind, wake func(Notice)) (stop func(), err error)
 }
 
+// A Revoker is a Backend that tells holders when their lock was deleted
+// (a force-unlock), so that a hold ends at once rather than at its next
+// renewal. The engine uses it when its Backend implements it.
+type Revoker interface {
+	// WatchRevoked delivers to fn, until stop is called, the name of each
+	// lock deleted from an owner that may be of this engine, with that
+	// owner's GranteeID; fn must not block. It returns once notices are
+	// flowing. Notices may be lost (the holder then learns at its next
+	// renewal) or concern owners of other engines.
+	WatchRevoked(ctx context.Context, fn func(name, grantee string)) (stop func(), err error)
+}
+
 // A Kind is a kind of lock. Kinds never mix: a name is used by one kind at
 // a time.
 type Kind int

@@ -9,8 +9,8 @@
 // acquisition request), plain.go and wait.go (waiting for a plain kind),
 // queued.go and place.go (waiting in a queue, grants and their bound),
 // hold.go (holds and leases), renew.go (the watchdog), reenter.go,
-// release.go, cleanup.go (abandoning an owner), call.go (bounding a
-// request by its caller's context).
+// release.go, cleanup.go (abandoning an owner), revoke.go (holds told of a
+// force-unlock), call.go (bounding a request by its caller's context).
 //
 // # The rule: an unknown outcome counts as possibly applied, now or later
 //

@@ -52,6 +52,10 @@ type Engine struct {
 	queues     map[queueKey]*queue
 	places     map[string]*Hold // holds in their place phase, by GranteeID of their owner
 	draining   bool             // Close is waiting for bg: no more Adds
+
+	revoking      bool          // the watch of force-unlock notices is started or starting (revoke.go)
+	revokeRetryAt time.Duration // when to try it again after it failed
+	stopRevoked   func()        // ends that watch
 }
 
 // New returns an engine on b. observe, if not nil, is called synchronously
@@ -189,7 +193,11 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.cancel()
 	e.mu.Lock()
 	e.draining = true
+	stopRevoked := e.stopRevoked
 	e.mu.Unlock()
+	if stopRevoked != nil {
+		stopRevoked()
+	}
 	if !waitFor(ctx, &e.bg) {
 		return fmt.Errorf("%w: close: requests to the backend still under way after %w; locks they hold expire with their leases", ErrBackend, context.Cause(ctx))
 	}

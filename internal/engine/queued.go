@@ -76,6 +76,7 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 // outcome is unknown is abandoned.
 func (e *Engine) enqueue(ctx context.Context, s Spec) (*Hold, bool, error) {
 	h := newHold(ctx, e, s, e.newOwner(), 0)
+	e.watchRevoked()
 	r := h.request(Request{Hold: 1, Lease: s.Lease, Queue: s.Queue, Seq: 1, Value: s.Value})
 	e.mu.Lock()
 	e.places[GranteeID(h.owner)] = h

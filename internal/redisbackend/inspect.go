@@ -132,12 +132,13 @@ func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
 
 // ForceUnlock deletes the named lock whoever holds it (every holder of a
 // read-write lock) and hands it on: a plain mutex's waiters are told, a
-// fair mutex or a read-write lock goes to the first in line. It reports
-// whether there was a lock to delete.
+// fair mutex or a read-write lock goes to the first in line. Each holder's
+// process is told too (see WatchRevoked). It reports whether there was a
+// lock to delete.
 func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	k := b.cfg.Keys
 	n, err := forceUnlockScript.Run(ctx, b.rdb, k.script(name, ""),
-		k.Channel(name), b.publishMode(), b.retention()).Int64()
+		k.Channel(name), b.publishMode(), b.retention(), k.holderChannels(), name).Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)
 	}

@@ -58,6 +58,13 @@ func (k Keys) Leader(name string) string { return k.Lock(name) + ":leader" }
 // is process are published: each process hears of its own grants only.
 func (k Keys) Grants(name, process string) string { return k.Lock(name) + ":grant:" + process }
 
+// HolderChannel is where the process with process id pid on host hears
+// that a lock was force-unlocked from one of its owners (forceunlock.lua).
+func (k Keys) HolderChannel(host, pid string) string { return k.holderChannels() + host + ":" + pid }
+
+// holderChannels is the prefix of every HolderChannel.
+func (k Keys) holderChannels() string { return k.Prefix + "holder:" }
+
 // Slot is the Redis Cluster slot of every key of the named lock.
 func Slot(name string) int { return int(crc16(name) % 16384) }
 

@@ -16,6 +16,25 @@ func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake
 	if kind != engine.Plain {
 		return nil, Unsupported(kind)
 	}
+	return b.watchNodes(ctx, "watch", b.quorum, func(ctx context.Context, n node) (func(), error) {
+		return n.Watch(ctx, name, kind, wake)
+	})
+}
+
+// WatchRevoked implements engine.Revoker: it watches every node for the
+// force-unlocks of this process's locks, and returns once one node
+// confirmed (ForceUnlock deletes the lock on every node, each of which
+// tells the holder).
+func (b *Backend) WatchRevoked(ctx context.Context, fn func(name, grantee string)) (func(), error) {
+	return b.watchNodes(ctx, "watch force-unlocks", 1, func(ctx context.Context, n node) (func(), error) {
+		return n.WatchRevoked(ctx, fn)
+	})
+}
+
+// watchNodes starts watch on every node at once and returns once need of
+// them confirmed, with a stop that ends every watch that started, also
+// those that confirm after it returned.
+func (b *Backend) watchNodes(ctx context.Context, what string, need int, watch func(context.Context, node) (func(), error)) (func(), error) {
 	var mu sync.Mutex
 	var stops []func()
 	stopped := false
@@ -44,9 +63,7 @@ func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake
 	}
 	var ok, failed int
 	var first error
-	fanOut(b, ctx, maxNodeTimeout, func(ctx context.Context, n node) (func(), error) {
-		return n.Watch(ctx, name, kind, wake)
-	}, func(rep reply[func()]) bool {
+	fanOut(b, ctx, maxNodeTimeout, watch, func(rep reply[func()]) bool {
 		keep(rep)
 		if rep.err != nil {
 			failed++
@@ -56,11 +73,13 @@ func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake
 		} else {
 			ok++
 		}
-		return ok >= b.quorum || failed > len(b.nodes)-b.quorum
+		return ok >= need || failed > len(b.nodes)-need
 	}, keep)
-	if ok < b.quorum {
+	if ok < need {
 		stop()
-		return nil, b.noQuorum("watch", failed, first)
+		return nil, b.noQuorum(what, failed, first)
 	}
 	return stop, nil
 }
+
+var _ engine.Revoker = (*Backend)(nil)

@@ -1,30 +1,52 @@
 -- forceunlock.lua: delete a lock whoever holds it (every holder of a
 -- shared lock); a fair mutex or a shared lock goes to the first in its
--- queue, a plain mutex's waiters are told. For operators; the holders
--- find out at their next renewal. lib.lua is prepended; its header
--- describes the keys.
+-- queue, a plain mutex's waiters are told, and so is each holder's
+-- process. lib.lua is prepended; its header describes the keys.
 --
 -- KEYS[1..8]  L, F, Q, QT, QI, H, an abandonment mark (unused), C
 -- ARGV[1]  release channel
 -- ARGV[2]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
 -- ARGV[3]  how long the fencing counter outlives its last use, in ms
+-- ARGV[4]  the prefix of the holders' process channels: each holder's
+--          process hears '<sha1 of the owner>\n<name>' on ARGV[4] ..
+--          '<host>:<pid>', with PUBLISH (a Cluster forwards it to every
+--          node), and its lease context ends without waiting for its next
+--          renewal to find the lock gone
+-- ARGV[5]  the lock's name
 --
--- The message is 'force': every client, including the caller, wakes a waiter.
+-- The release message is 'force': every client, including the caller,
+-- wakes a waiter.
 --
 -- Returns 1 if a lock was deleted, 0 if there was none.
 
 local k = KEYS
-local state = redis.call('HMGET', k[1], 'owner', 'kind')
+
+-- tell tells the process of owner, on host with pid, that its lock is gone.
+local function tell(owner, host, pid)
+  redis.call('PUBLISH', ARGV[4] .. host .. ':' .. pid, redis.sha1hex(owner) .. '\n' .. ARGV[5])
+end
+
+local state = redis.call('HMGET', k[1], 'owner', 'kind', 'host', 'pid')
 if state[2] == 'rw' or state[2] == 'sem' then
   local now = clock()
   shared_purge(k, now)
-  local held = redis.call('EXISTS', k[6]) == 1
+  local holders = redis.call('ZRANGE', k[6], 0, -1)
+  for _, owner in ipairs(holders) do
+    local info = redis.call('HGET', k[1], 'i:' .. owner)
+    local pid, host = string.match(info or '', '^(%S+) %S+ (.*)$')
+    if pid then
+      tell(owner, host, pid)
+    end
+  end
   redis.call('DEL', k[1], k[6])
   settle(k, ARGV[3], ARGV[2], now)
-  return held and 1 or 0
+  return #holders > 0 and 1 or 0
 end
 if not state[1] then
   return 0
 end
 free(k, state[2], ARGV[3], ARGV[1], ARGV[2], 'force')
+if state[3] and state[4] then
+  tell(state[1], state[3], state[4])
+end
 return 1

@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A hold learns that its lock was force-unlocked from a notice of the
+// backend (Revoker), within about one round trip, instead of at its next
+// renewal (up to a third of its lease later, never for a fixed lease). The
+// engine watches for notices from its first hold on, until Close.
+//
+// A notice names the lock and the owner (by GranteeID). The engine takes
+// it as it comes: a notice can only be sent by a client allowed to
+// publish on the lock's channels, who could as well delete the lock, and
+// ending a hold early never lets two owners in.
+
+// watchRevoked starts watching for notices, once, in the background. If
+// the watch cannot start (Redis down, an ACL without the channel), a hold
+// after revokeRetry tries again.
+func (e *Engine) watchRevoked() {
+	rv, ok := e.b.(Revoker)
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	if e.revoking || e.draining || e.now() < e.revokeRetryAt {
+		e.mu.Unlock()
+		return
+	}
+	e.revoking = true
+	e.mu.Unlock()
+	e.spawn(func() {
+		ctx, cancel := context.WithTimeout(e.ctx, watchTimeout)
+		stop, err := rv.WatchRevoked(ctx, e.revoked)
+		cancel()
+		e.mu.Lock()
+		closed := e.closed.Load() // Close has started, and takes no stop any more
+		switch {
+		case err != nil:
+			e.revoking, e.revokeRetryAt = false, e.now()+revokeRetry
+		case !closed:
+			e.stopRevoked = stop
+		}
+		e.mu.Unlock()
+		if err == nil && closed {
+			stop()
+		}
+	})
+}
+
+// revoked ends the holds of owner grantee on the lock name: the lock was
+// deleted from them.
+func (e *Engine) revoked(name, grantee string) {
+	for _, h := range e.renew.holdsOf(name, grantee) {
+		e.lose(h, fmt.Errorf("%w: force-unlocked (the lock was deleted from this owner)", ErrLockLost), true)
+	}
+}
+
+// holdsOf returns the holds of lock name whose owner's GranteeID is
+// grantee (those in the place phase of a queued kind, which hold nothing,
+// excepted).
+func (r *renewer) holdsOf(name, grantee string) []*Hold {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*Hold
+	for _, h := range r.holds {
+		if h.name == name && !h.placed && GranteeID(h.owner) == grantee {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// revokeRetry is how long after a failed start the watch of notices is
+// tried again.
+const revokeRetry = 30 * time.Second

@@ -1,0 +1,55 @@
+package redisbackend
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/redis/go-redis/v9"
+)
+
+// WatchRevoked implements engine.Revoker: it subscribes to the channel of
+// this process (Keys.HolderChannel of Config.Host and Config.PID), on which
+// ForceUnlock tells a holder's process that its lock is gone, and passes
+// each notice to fn, until stop is called. Every Backend of the process
+// hears the notices of all of them. It returns once Redis confirmed the
+// subscription. The channel is not a lock's: on a Cluster it is a classic
+// subscription, which every node's PUBLISH reaches.
+func (b *Backend) WatchRevoked(ctx context.Context, fn func(name, grantee string)) (func(), error) {
+	channel := b.cfg.Keys.HolderChannel(b.cfg.Host, b.pid)
+	ps := b.rdb.Subscribe(ctx)
+	if err := ps.Subscribe(ctx, channel); err != nil {
+		_ = ps.Close()
+		return nil, backendErr(ctx, err)
+	}
+	for {
+		m, err := ps.Receive(ctx)
+		if err != nil {
+			_ = ps.Close()
+			return nil, backendErr(ctx, err)
+		}
+		if _, ok := m.(*redis.Subscription); ok {
+			break
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for m := range ps.Channel() {
+			if grantee, name, ok := strings.Cut(m.Payload, "\n"); ok {
+				fn(name, grantee)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			_ = ps.Close()
+			wg.Wait()
+		})
+	}, nil
+}
+
+var _ engine.Revoker = (*Backend)(nil)
