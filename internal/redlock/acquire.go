@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -33,8 +34,9 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 		return b.reenter(ctx, r)
 	}
 	token := b.propose()
+	touched := make([]touch, len(b.nodes))
 	for round := 1; ; round++ {
-		t := b.acquireRound(ctx, r, token)
+		t := b.acquireRound(ctx, r, token, touched)
 		if t.acquired >= b.quorum {
 			b.saw(token)
 			return engine.Grant{Acquired: true, Token: token, Holds: 1}, nil
@@ -44,12 +46,14 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 			token = b.propose()
 			continue
 		}
-		if t.failed > len(b.nodes)-b.quorum {
+		if t.failed+t.pending > len(b.nodes)-b.quorum {
+			// Too many masters failed (or had not answered when the
+			// outcome was known) for a quorum, whoever holds the others.
 			// The engine abandons the owner, in the background, after an
 			// error: the masters that failed may not answer for a while.
-			return engine.Grant{}, b.noQuorum("acquire", t.failed, t.err)
+			return engine.Grant{}, b.noQuorum("acquire", t.failed+t.pending, t.err)
 		}
-		if err := b.giveUp(ctx, r); err != nil {
+		if err := b.giveUp(ctx, r, touched); err != nil {
 			return engine.Grant{}, err
 		}
 		if t.wrongKind >= b.quorum {
@@ -67,13 +71,33 @@ type tally struct {
 	held      []time.Duration
 	wrongKind int
 	failed    int
+	pending   int   // not answered when the outcome was known
 	err       error // the first failure
 }
 
+// What an attempt may have done on a node.
+type touch int
+
+const (
+	untouched touch = iota // refused, or not asked: nothing applied
+	taken                  // the owner holds the lock there
+	unknown                // no answer, or a failure: it may apply, now or later
+)
+
 // acquireRound proposes token to every node, and returns as soon as the
-// outcome is known: a quorum acquired, or it cannot any more.
-func (b *Backend) acquireRound(ctx context.Context, r engine.Request, token uint64) tally {
+// outcome is known: a quorum acquired, or it cannot any more. It records in
+// touched what the attempt did on each node (over all its rounds: a node
+// taken, or perhaps taken, in an earlier round stays so).
+func (b *Backend) acquireRound(ctx context.Context, r engine.Request, token uint64, touched []touch) tally {
 	var t tally
+	answered := make([]bool, len(b.nodes))
+	defer func() {
+		for i, ok := range answered {
+			if !ok {
+				touched[i] = max(touched[i], unknown)
+			}
+		}
+	}()
 	pending := len(b.nodes)
 	type result struct {
 		g       engine.Grant
@@ -84,6 +108,7 @@ func (b *Backend) acquireRound(ctx context.Context, r engine.Request, token uint
 		return result{g, c}, err
 	}, func(rep reply[result]) bool {
 		pending--
+		answered[rep.node] = rep.err == nil || errors.Is(rep.err, engine.ErrWrongKind)
 		switch g := rep.val.g; {
 		case errors.Is(rep.err, engine.ErrWrongKind):
 			t.wrongKind++
@@ -95,6 +120,7 @@ func (b *Backend) acquireRound(ctx context.Context, r engine.Request, token uint
 			}
 		case g.Acquired:
 			t.acquired++
+			touched[rep.node] = max(touched[rep.node], taken)
 		case rep.val.counter > 0:
 			t.low++
 			t.counter = max(t.counter, rep.val.counter)
@@ -103,6 +129,7 @@ func (b *Backend) acquireRound(ctx context.Context, r engine.Request, token uint
 		}
 		return t.acquired >= b.quorum || t.acquired+t.low+pending < b.quorum
 	}, nil)
+	t.pending = pending
 	return t
 }
 
@@ -125,14 +152,52 @@ func (t tally) retryIn(quorum, nodes int, lease time.Duration) time.Duration {
 	return ttl + jitter
 }
 
-// giveUp abandons the owner of r on every node: the nodes that took the
-// lock release it, and a request of this attempt that lands later takes
-// nothing.
-func (b *Backend) giveUp(ctx context.Context, r engine.Request) error {
+// giveUp undoes an attempt that did not acquire, as touched says: a node
+// where the owner took the lock releases it, and giveUp fails if one does
+// not confirm (the engine then abandons the owner everywhere, until
+// confirmed); a node whose outcome is unknown abandons the owner, so that
+// a request of the attempt that lands there later takes nothing (that
+// leaves a mark for AbandonFor), as far as it answers: giveUp does not
+// wait for it, and if it does not answer (it is down, or frozen), a late
+// request may take the lock there, on this one node, for one lease. A
+// node that refused needs nothing.
+func (b *Backend) giveUp(ctx context.Context, r engine.Request, touched []touch) error {
 	r.Hold = 0
-	r.Lease = engine.AbandonFor(r.Lease)
-	_, err := b.Abandon(ctx, r)
-	return err
+	abandon := r
+	abandon.Lease = engine.AbandonFor(r.Lease)
+	releases := 0
+	for _, t := range touched {
+		if t == taken {
+			releases++
+		}
+	}
+	failed := 0
+	var first error
+	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (struct{}, error) {
+		var err error
+		switch touched[n.i] {
+		case taken:
+			_, err = n.Release(ctx, r)
+		case unknown:
+			_, err = n.Abandon(ctx, abandon)
+		}
+		return struct{}{}, err
+	}, func(rep reply[struct{}]) bool {
+		if touched[rep.node] == taken {
+			releases--
+			if rep.err != nil && !unreachable(rep.err) {
+				failed++
+				if first == nil {
+					first = rep.err
+				}
+			}
+		}
+		return releases == 0
+	}, nil)
+	if failed > 0 {
+		return fmt.Errorf("redlock: undoing an attempt: %d of %d masters did not confirm its release: %w", failed, len(b.nodes), asBackendErr(first))
+	}
+	return nil
 }
 
 // reenter adds hold r.Hold to a lock that r.Owner holds: acquired when a

@@ -27,6 +27,7 @@ type Backend struct {
 // A node is one Redis master of the quorum.
 type node struct {
 	*redisbackend.Backend
+	i    int    // its index in Backend.nodes
 	addr string // for messages: the address, or "node <i>"
 }
 
@@ -67,7 +68,7 @@ func New(rdbs []redis.UniversalClient, cfg redisbackend.Config) (*Backend, error
 			continue
 		}
 		seen[id] = i
-		b.nodes = append(b.nodes, node{Backend: redisbackend.New(rdb, cfg), addr: addr})
+		b.nodes = append(b.nodes, node{Backend: redisbackend.New(rdb, cfg), i: len(b.nodes), addr: addr})
 	}
 	b.quorum = len(b.nodes)/2 + 1
 	return b, err
@@ -112,8 +113,17 @@ func unreachable(err error) bool {
 
 // noQuorum is the error of a request that too few nodes answered.
 func (b *Backend) noQuorum(what string, failed int, first error) error {
-	if !errors.Is(first, engine.ErrBackend) && !errors.Is(first, engine.ErrUnsupported) {
-		first = fmt.Errorf("%w: %w", engine.ErrBackend, first)
+	return fmt.Errorf("redlock: %s: %d of %d masters failed, a quorum is %d: %w", what, failed, len(b.nodes), b.quorum, asBackendErr(first))
+}
+
+// asBackendErr wraps a node's failure in ErrBackend, unless it says more
+// (ErrUnsupported: a server too old).
+func asBackendErr(err error) error {
+	if err == nil {
+		return engine.ErrBackend
 	}
-	return fmt.Errorf("redlock: %s: %d of %d masters failed, a quorum is %d: %w", what, failed, len(b.nodes), b.quorum, first)
+	if errors.Is(err, engine.ErrBackend) || errors.Is(err, engine.ErrUnsupported) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", engine.ErrBackend, err)
 }
