@@ -50,6 +50,11 @@ const (
 	faultMasterKill       = "master-sigkill"
 	faultSentinelFailover = "sentinel-failover"
 	faultCutKill          = "cut-then-master-sigkill"
+	// Redlock mode: a master killed and restarted empty once it has been
+	// down for longer than any lease (a delayed restart); a majority of
+	// the masters killed or paused at once (see redlock_chaos_test.go).
+	faultNodeKill = "master-kill-delayed-restart"
+	faultNoQuorum = "no-quorum"
 )
 
 // faultKinds are the faults of a run on one redis-server behind a toxiproxy
@@ -134,10 +139,12 @@ type chaosRun struct {
 	cluster  bool
 	sentinel *redistest.Sentinel // the Sentinel mode's group, nil otherwise
 	ack      bool                // Sentinel mode with WithReplicaAck(1, sentinelAckTimeout)
+	redlock  *redlockRun         // the Redlock mode's masters' faults, nil otherwise
+	clients  int                 // client processes at any time
 	storeSrv *redistest.Server
 	ctl      redis.UniversalClient // direct to the lock server(s), for the scheduler
 	nodes    []*redis.Client       // one per lock server, direct
-	proxies  []*toxiproxy.Proxy    // one per client slot; none in the cluster mode
+	proxies  []*toxiproxy.Proxy    // one per client slot; one per master in the Redlock mode; none in the cluster and Sentinel modes
 	names    []string
 	fair     map[string]time.Duration // the names locked with FairMutex, and their queue timeouts
 	rw       map[string]time.Duration // the names locked with RWMutex, and their queue timeouts
@@ -213,17 +220,20 @@ const (
 	modeCluster     = "cluster"
 	modeSentinel    = "sentinel"
 	modeSentinelAck = "sentinel-ack"
+	modeRedlock     = "redlock"
 )
 
 func runChaos(t *testing.T, mode string, dur time.Duration) {
 	cluster := mode == modeCluster
 	sentinel := mode == modeSentinel || mode == modeSentinelAck
+	redlock := mode == modeRedlock
 	seed := *flagSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano() % 1_000_000_000
 	}
 	t.Logf("chaos: seed %d, duration %v (replay: go test -race -run '%s$' -seed=%d -chaos.duration=%v)", seed, dur, t.Name(), seed, dur)
-	r := &chaosRun{t: t, rng: rand.New(rand.NewSource(seed)), seed: seed, lease: *flagLease, unit: *flagLease, dir: t.TempDir(), dur: dur}
+	r := &chaosRun{t: t, rng: rand.New(rand.NewSource(seed)), seed: seed, lease: *flagLease, unit: *flagLease, dir: t.TempDir(), dur: dur,
+		clients: *flagClients}
 	if sentinel {
 		// Holders must outlive a failover (one to five seconds) for its
 		// lost writes to make a second holder; the scheduler keeps the
@@ -239,9 +249,10 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 	// costs its place) or of two leases (places outlive short faults).
 	r.fair = map[string]time.Duration{}
 	nFair, nRW, nSem := *flagFair, *flagRW, *flagSem
-	if sentinel {
+	if sentinel || redlock {
 		// WithReplicaAck refuses the queued kinds, and the point is
-		// failover: plain mutexes only, in both Sentinel runs.
+		// failover: plain mutexes only, in both Sentinel runs. Redlock
+		// refuses them (ErrUnsupported).
 		nFair, nRW, nSem = 0, 0, 0
 	}
 	for i := 0; i < nFair; i++ {
@@ -277,6 +288,15 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 			_ = sc.Do(context.Background(), "CONFIG", "SET", "loglevel", "verbose").Err()
 			sc.Close()
 		}
+	case redlock:
+		r.kinds = redlockFaultKinds
+		for range redlockMasters {
+			r.lockSrvs = append(r.lockSrvs, redistest.Start(t, redistest.WithArgs("--hz", "100")))
+		}
+		r.redlock = newRedlockRun(len(r.lockSrvs), seed)
+		if !flagSet("chaos.clients") {
+			r.clients = redlockClients
+		}
 	default:
 		r.kinds = faultKinds
 		r.lockSrvs = []*redistest.Server{redistest.Start(t, redistest.WithArgs("--hz", "100"))}
@@ -296,6 +316,9 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 			opt.MaxRetries = -1
 			r.nodes = append(r.nodes, redis.NewClient(opt))
 			addrs = append(addrs, s.Addr())
+		}
+		if redlock {
+			addrs = addrs[:1] // independent masters: r.nodes reach each of them
 		}
 		r.ctl = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: r.cluster, MaxRetries: -1})
 	}
@@ -332,9 +355,17 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 	}
 
 	if !r.cluster && !sentinel {
+		// A proxy per client in front of the lock server, or, in the
+		// Redlock mode, one per master that every client goes through:
+		// its faults are the master's.
 		tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-		for i := 0; i < *flagClients; i++ {
-			p := toxiproxy.NewProxy(tp, fmt.Sprintf("client-%d", i), "127.0.0.1:0", r.lockSrvs[0].Addr())
+		name, upstream := "client-%d", func(int) string { return r.lockSrvs[0].Addr() }
+		n := r.clients
+		if redlock {
+			name, upstream, n = "master-%d", func(i int) string { return r.lockSrvs[i].Addr() }, len(r.lockSrvs)
+		}
+		for i := 0; i < n; i++ {
+			p := toxiproxy.NewProxy(tp, fmt.Sprintf(name, i), "127.0.0.1:0", upstream(i))
 			if err := p.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -348,12 +379,15 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 	}()
 
 	r.start = mono()
-	r.current = make([]*clientProc, *flagClients)
+	r.current = make([]*clientProc, r.clients)
 	for i := range r.current {
 		r.spawn(i)
 	}
 	sampler := r.startTTLSampler()
 	r.schedule(time.Now().Add(dur))
+	if r.redlock != nil {
+		r.redlock.wait() // the masters' faults still running: every master up again
+	}
 	runEnd := mono()
 	r.stopClients()
 	for _, p := range r.proxies {
@@ -365,7 +399,7 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 	rep.TTL = ttls
 	rep.Seed, rep.Duration = seed, dur.String()
 	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run '%s$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.fair=%d -chaos.rw=%d -chaos.sem=%d -chaos.lease=%v -chaos.work=%v -v .",
-		t.Name(), seed, dur, *flagClients, *flagWorkers, *flagNames, *flagFair, *flagRW, *flagSem, r.lease, *flagWork)
+		t.Name(), seed, dur, r.clients, *flagWorkers, *flagNames, *flagFair, *flagRW, *flagSem, r.lease, *flagWork)
 	if sentinel {
 		rep.Command = strings.Replace(rep.Command, " -v .", fmt.Sprintf(" -chaos.sentinel.lease=%v -v .", r.lease), 1)
 	}
@@ -388,19 +422,27 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 	r.nextID++
 	r.mu.Unlock()
 	lockAddr := ""
-	if r.cluster {
+	switch {
+	case r.cluster:
 		var addrs []string
 		for _, s := range r.lockSrvs {
 			addrs = append(addrs, s.Addr())
 		}
 		lockAddr = strings.Join(addrs, ",")
-	} else if r.sentinel == nil {
+	case r.redlock != nil:
+		var addrs []string
+		for _, p := range r.proxies {
+			addrs = append(addrs, p.Listen)
+		}
+		lockAddr = strings.Join(addrs, ",")
+	case r.sentinel == nil:
 		lockAddr = r.proxies[slot].Listen
 	}
 	cfg := clientConfig{
 		ID:          id,
 		LockAddr:    lockAddr,
 		Cluster:     r.cluster,
+		Redlock:     r.redlock != nil,
 		StoreAddr:   r.storeSrv.Addr(),
 		Names:       r.names,
 		Lease:       r.lease,
@@ -474,19 +516,33 @@ func (r *chaosRun) stopClients() {
 
 // schedule injects faults until end: first every kind once in a seeded
 // order, then kinds at random; between faults a short gap, and now and then
-// a quiet stretch of several leases for the linearizability windows.
+// a quiet stretch of several leases for the linearizability windows. The
+// Redlock mode's faults of masters have a schedule of their own, at the
+// same time (redlockRun.schedule).
 func (r *chaosRun) schedule(end time.Time) {
+	if r.redlock != nil {
+		done := make(chan struct{})
+		go func() { defer close(done); r.redlock.schedule(r, end) }()
+		defer func() { <-done }()
+	}
+	r.scheduleKinds(end, r.rng, r.kinds, nil, r.inject)
+}
+
+// scheduleKinds is a schedule of kinds, drawn with rng, whose first round
+// begins with the kinds first (in that order); inject injects one fault.
+func (r *chaosRun) scheduleKinds(end time.Time, rng *rand.Rand, kinds, first []string,
+	inject func(kind string, frac func(lo, hi float64) time.Duration)) {
 	L, U := r.lease, r.unit
 	// frac is a fault's length, in leases; gap a pause between faults,
 	// in units.
 	frac := func(lo, hi float64) time.Duration {
-		return time.Duration((lo + r.rng.Float64()*(hi-lo)) * float64(L))
+		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(L))
 	}
 	gapFrac := func(lo, hi float64) time.Duration {
-		return time.Duration((lo + r.rng.Float64()*(hi-lo)) * float64(U))
+		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(U))
 	}
-	order := slices.Clone(r.kinds)
-	r.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	order := slices.Clone(kinds)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	if r.sentinel != nil {
 		// A failover takes seconds: the three kinds come first, so that
 		// a short run has each of them.
@@ -494,6 +550,7 @@ func (r *chaosRun) schedule(end time.Time) {
 			return cmp.Compare(b2i(!failoverFaults[a]), b2i(!failoverFaults[b]))
 		})
 	}
+	order = append(slices.Clone(first), slices.DeleteFunc(order, func(k string) bool { return slices.Contains(first, k) })...)
 	pace := func(d time.Duration) bool {
 		if time.Now().Add(d).After(end) {
 			return false
@@ -505,16 +562,16 @@ func (r *chaosRun) schedule(end time.Time) {
 		return
 	}
 	for n := 0; ; n++ {
-		kind := r.kinds[r.rng.Intn(len(r.kinds))]
+		kind := kinds[rng.Intn(len(kinds))]
 		if n < len(order) {
 			kind = order[n]
 		}
 		if time.Now().Add(3 * U).After(end) {
 			return
 		}
-		r.inject(kind, frac)
+		inject(kind, frac)
 		gap := gapFrac(0.3, 1)
-		if r.rng.Intn(4) == 0 {
+		if rng.Intn(4) == 0 {
 			gap = gapFrac(4, 6)
 		}
 		if !pace(gap) {
@@ -562,17 +619,37 @@ func (r *chaosRun) holderSlot() (int, string) {
 			}
 		}
 	} else {
-		for _, n := range r.names {
-			// A mutex's holder is its pid field; a shared lock's holders
-			// are its i:<owner> fields, 'pid since host' (lib.lua).
-			for f, v := range r.ctl.HGetAll(ctx, "distlock:{"+n+"}").Val() {
-				if f == "pid" || strings.HasPrefix(f, "i:") {
-					if pid, err := strconv.Atoi(strings.Fields(v + " x")[0]); err == nil {
-						pids = append(pids, pid)
-					}
-				}
+		// A Redlock holder holds its lock on several masters: the pids
+		// of all of them (a master that is down or paused gives none).
+		lockServers := []redis.Cmdable{r.ctl}
+		if r.redlock != nil {
+			lockServers = nil
+			for _, n := range r.nodes {
+				lockServers = append(lockServers, n)
 			}
 		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, srv := range lockServers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, n := range r.names {
+					// A mutex's holder is its pid field; a shared lock's holders
+					// are its i:<owner> fields, 'pid since host' (lib.lua).
+					for f, v := range srv.HGetAll(ctx, "distlock:{"+n+"}").Val() {
+						if f == "pid" || strings.HasPrefix(f, "i:") {
+							if pid, err := strconv.Atoi(strings.Fields(v + " x")[0]); err == nil {
+								mu.Lock()
+								pids = append(pids, pid)
+								mu.Unlock()
+							}
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
 	}
 	slices.Sort(pids)
 	r.rng.Shuffle(len(pids), func(i, j int) { pids[i], pids[j] = pids[j], pids[i] })
@@ -644,46 +721,10 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		slot := r.rng.Intn(len(r.proxies))
 		p := r.proxies[slot]
 		f.Slot, f.Client = slot, r.current[slot].id
-		var toxic string
-		var d time.Duration
-		switch kind {
-		case faultLatency:
-			lat := frac(0.1, 0.6)
-			stream := []string{"downstream", "upstream"}[r.rng.Intn(2)]
-			toxic = fmt.Sprintf(`{"name":"fault","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":%d}}`,
-				stream, lat.Milliseconds(), lat.Milliseconds()/5)
-			d = frac(1, 2)
-			f.Detail = fmt.Sprintf("%v %s for %v", lat, stream, d)
-		case faultTimeout:
-			toxic = `{"name":"fault","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`
-			d = frac(0.5, 1.5)
-			f.Detail = "black hole for " + d.String()
-		case faultReset:
-			toxic = `{"name":"fault","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`
-			d = frac(0.2, 0.6)
-			f.Detail = "resets for " + d.String()
-		case faultLateRequest, faultLostReply:
-			// Longer than the client's read timeout (half a lease): on
-			// the way up, requests reach Redis after the caller gave
-			// up on them; on the way down, requests are applied and
-			// their replies never arrive in time.
-			lat := frac(0.6, 1.2)
-			stream := "upstream"
-			if kind == faultLostReply {
-				stream = "downstream"
-			}
-			toxic = fmt.Sprintf(`{"name":"fault","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":0}}`, stream, lat.Milliseconds())
-			d = frac(1, 2)
-			f.Detail = fmt.Sprintf("%v %s for %v", lat, stream, d)
-		}
+		toxic, d, detail := proxyFault(r.rng, kind, frac)
+		f.Detail = detail
 		f.Start = mono()
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(d)
-		if err := p.Toxics.RemoveToxic(context.Background(), "fault"); err != nil {
-			t.Fatal(err)
-		}
+		r.applyToxic(p, toxic, d)
 		f.End = mono()
 	case faultScriptFlush:
 		f.Start = mono()
@@ -749,6 +790,55 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		f.End = mono()
 	}
 	r.record(f)
+}
+
+// proxyFault draws a toxiproxy fault of kind with rng and frac: the toxic
+// (named "fault"), how long it stays, and the fault's detail.
+func proxyFault(rng *rand.Rand, kind string, frac func(lo, hi float64) time.Duration) (toxic string, d time.Duration, detail string) {
+	switch kind {
+	case faultLatency:
+		lat := frac(0.1, 0.6)
+		stream := []string{"downstream", "upstream"}[rng.Intn(2)]
+		toxic = fmt.Sprintf(`{"name":"fault","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":%d}}`,
+			stream, lat.Milliseconds(), lat.Milliseconds()/5)
+		d = frac(1, 2)
+		detail = fmt.Sprintf("%v %s for %v", lat, stream, d)
+	case faultTimeout:
+		toxic = `{"name":"fault","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`
+		d = frac(0.5, 1.5)
+		detail = "black hole for " + d.String()
+	case faultReset:
+		toxic = `{"name":"fault","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`
+		d = frac(0.2, 0.6)
+		detail = "resets for " + d.String()
+	case faultLateRequest, faultLostReply:
+		// Longer than the client's read timeout (half a lease): on
+		// the way up, requests reach Redis after the caller gave
+		// up on them; on the way down, requests are applied and
+		// their replies never arrive in time.
+		lat := frac(0.6, 1.2)
+		stream := "upstream"
+		if kind == faultLostReply {
+			stream = "downstream"
+		}
+		toxic = fmt.Sprintf(`{"name":"fault","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":0}}`, stream, lat.Milliseconds())
+		d = frac(1, 2)
+		detail = fmt.Sprintf("%v %s for %v", lat, stream, d)
+	}
+	return toxic, d, detail
+}
+
+// applyToxic puts toxic on p for d (from the scheduler, or from a
+// master's fault in the background: failures are errors, not fatal).
+func (r *chaosRun) applyToxic(p *toxiproxy.Proxy, toxic string, d time.Duration) {
+	if _, err := p.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
+		r.t.Error(err)
+		return
+	}
+	time.Sleep(d) // the fault's length
+	if err := p.Toxics.RemoveToxic(context.Background(), "fault"); err != nil {
+		r.t.Error(err)
+	}
 }
 
 // failover runs one failover fault of the Sentinel mode and returns once

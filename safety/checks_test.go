@@ -119,6 +119,9 @@ type chaosReport struct {
 		MonitorSkipped   bool           // MONITOR follows one server: the loss-signal, server-side and Close checks do not run
 		Detail           []string
 	}
+	// Redlock, in the Redlock mode: the masters' faults, the no-quorum
+	// phases (redlock_chaos_test.go).
+	Redlock *redlockReport `json:",omitempty"`
 	Orphans orphanReport
 	Fair    fairReport
 	Shared  sharedReport // the read-write locks and semaphores (sharedchecks_test.go)
@@ -197,6 +200,9 @@ func (rep *chaosReport) violations() []string {
 	if rep.Leaks.Leaking > 0 {
 		v = append(v, fmt.Sprintf("goroutine leaks in %d clients: %v", rep.Leaks.Leaking, rep.Leaks.Detail))
 	}
+	if rep.Redlock != nil {
+		v = append(v, rep.Redlock.violations()...)
+	}
 	v = append(v, rep.ClientFailures...)
 	if rep.Acquisitions == 0 {
 		v = append(v, "no acquisition succeeded")
@@ -248,6 +254,9 @@ func (rep *chaosReport) log(t *testing.T) {
 		for _, d := range sn.Detail {
 			t.Logf("sentinel: overlap across a failover: %s", d)
 		}
+	}
+	if rep.Redlock != nil {
+		rep.Redlock.log(t)
 	}
 	if rep.Cluster {
 		t.Logf("cluster: during %d master pauses, %d acquisitions returned on the other masters, %d on the paused one",
@@ -349,6 +358,9 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	t := r.t
 	rep := &chaosReport{Faults: map[string]int{}, AcquireOutcomes: map[string]int{}, ReleaseOutcomes: map[string]int{}, FencedOps: map[string]int{}, Lease: r.lease.String()}
 	rep.Cluster = r.cluster
+	if r.redlock != nil {
+		rep.Redlock = &redlockReport{LossesByMasters: map[int]int{}}
+	}
 	rep.Extend.Outcomes, rep.Close.Outcomes, rep.Reentry.Inner = map[string]int{}, map[string]int{}, map[string]int{}
 	rep.Tokens.PairsByKind, rep.Tokens.ViolationsByKind = map[string]int{}, map[string]int{}
 	released := func(rec record) {
@@ -522,6 +534,9 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	}
 	if r.cluster {
 		r.countMasterPause(rep, byName)
+	}
+	if r.redlock != nil {
+		r.checkRedlock(rep, byName, mon)
 	}
 	if r.sentinel != nil {
 		sn := &rep.Sentinel
@@ -702,10 +717,15 @@ func (r *chaosRun) checkTokens(rep *chaosReport, byName map[string][]*acquisitio
 		start int64
 		tok   uint64
 	}
+	// Per key of each server: a Redlock holder's tenures on several
+	// masters have one token.
 	perKey := map[string][]st{}
-	mon.each(func(key string, token uint64, t tenure) {
-		perKey[key] = append(perKey[key], st{t.Start, token})
-	})
+	for i, m := range mon {
+		monitors{m}.each(func(key string, token uint64, t tenure) {
+			k := fmt.Sprint(i, " ", key)
+			perKey[k] = append(perKey[k], st{t.Start, token})
+		})
+	}
 	for _, s := range perKey {
 		slices.SortFunc(s, func(a, b st) int { return cmp.Compare(a.start, b.start) })
 		for i := range s {
@@ -815,12 +835,23 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 			s.ExcludedRestart++
 			continue
 		}
-		ten, ok := mon.lookup("distlock:{"+l.Name+"}", l.Token)
+		// The end of the lock on the server: of its tenure, or, over
+		// Redlock, of its hold on a quorum of masters, delayed restarts
+		// included (see quorumLookup).
+		key := "distlock:{" + l.Name + "}"
+		ten, ok := mon.lookup(key, l.Token)
+		if r.redlock != nil {
+			var masters int
+			ten, masters, ok = mon.quorumLookup(key, l.Token, r.redlock.quorum)
+			if ok {
+				rep.Redlock.LossesByMasters[masters]++
+			}
+		}
 		if !ok {
 			s.Unmatched++
 			continue
 		}
-		if ten.Cut {
+		if ten.Cut && r.redlock == nil {
 			s.ExcludedRestart++
 			continue
 		}

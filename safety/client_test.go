@@ -37,6 +37,9 @@ type clientConfig struct {
 	TryRate     float64 // share of acquisitions made with TryLock
 	ExtendRate  float64 // share of holds that call Extend, to a lease of 0.1 to 3 leases
 	Cluster     bool    // LockAddr is a comma-separated list of cluster nodes
+	// Redlock: LockAddr is a comma-separated list of independent masters
+	// (each through its toxiproxy), locked with distlock.NewRedlock.
+	Redlock bool
 	// SentinelAddrs and MasterName: the lock server is a Sentinel group,
 	// reached with go-redis's failover client (LockAddr is unused).
 	SentinelAddrs []string
@@ -63,7 +66,8 @@ type chaosClient struct {
 	cfg   clientConfig
 	h     *historyWriter
 	locks *distlock.Client
-	rdb   redis.UniversalClient
+	rdb   redis.UniversalClient   // the lock server's client; nil in the Redlock mode
+	rdbs  []redis.UniversalClient // every lock server's client: rdb, or one per Redlock master
 	store *redis.Client
 	seq   atomic.Int64
 
@@ -105,7 +109,7 @@ func runChaosClient(cfgJSON string) int {
 			MaxRetries:    1,
 		})
 	} else {
-		c.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
+		opt := &redis.UniversalOptions{
 			Addrs:         strings.Split(cfg.LockAddr, ","),
 			IsClusterMode: cfg.Cluster,
 			PoolSize:      cfg.PoolSize,
@@ -115,15 +119,34 @@ func runChaosClient(cfgJSON string) int {
 			WriteTimeout:  cfg.Lease / 2,
 			MaxRetries:    1,
 			MaxRedirects:  3,
-		})
+		}
+		if cfg.Redlock {
+			// One client per master, with the same options.
+			for _, addr := range opt.Addrs {
+				o := *opt
+				o.Addrs = []string{addr}
+				c.rdbs = append(c.rdbs, redis.NewClient(o.Simple()))
+			}
+		} else {
+			c.rdb = redis.NewUniversalClient(opt)
+		}
 	}
-	c.rdb.AddHook(enqueueRecorder{c})
+	if c.rdb != nil {
+		c.rdbs = []redis.UniversalClient{c.rdb}
+	}
+	for _, rdb := range c.rdbs {
+		rdb.AddHook(enqueueRecorder{c})
+	}
 	c.store = redis.NewClient(&redis.Options{Addr: cfg.StoreAddr, PoolSize: 2 * cfg.Workers})
 	opts := []distlock.Option{distlock.WithLogger(nil), distlock.WithEventHandler(c.onEvent)}
 	if cfg.AckReplicas > 0 {
 		opts = append(opts, distlock.WithReplicaAck(cfg.AckReplicas, cfg.AckTimeout))
 	}
-	c.locks = distlock.New(c.rdb, opts...)
+	if cfg.Redlock {
+		c.locks = distlock.NewRedlock(c.rdbs, opts...)
+	} else {
+		c.locks = distlock.New(c.rdb, opts...)
+	}
 	h.write(record{K: "start", Client: cfg.ID, PID: os.Getpid(), T: mono()})
 
 	stats := make(chan struct{})
@@ -186,7 +209,9 @@ func runChaosClient(cfgJSON string) int {
 	close(stats)
 	<-statsDone
 	c.locks.Close()
-	c.rdb.Close()
+	for _, rdb := range c.rdbs {
+		rdb.Close()
+	}
 	c.store.Close()
 	var leakText string
 	leaks := 0

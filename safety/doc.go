@@ -31,6 +31,10 @@
 //     TestChaosSentinelAck (WithReplicaAck) run plain mutexes on a Sentinel
 //     group through go-redis's failover client, with master kills, SENTINEL
 //     FAILOVER and a replication cut before a master kill among the faults.
+//     TestChaosRedlock (redlock_chaos_test.go) runs plain mutexes from 3
+//     processes locking with NewRedlock over 5 independent masters, with
+//     faults on at most 2 masters at once (pauses, kills with a delayed
+//     restart, the proxy faults) and one no-quorum phase.
 //   - monitor_fair_test.go: the MONITOR reconstruction of fair hand-overs
 //     (a grant inside another owner's release) on redis-server.
 //   - badinput_test.go, url_test.go: misuse and bad Redis URLs get typed

@@ -240,7 +240,7 @@ func (r *chaosRun) keyBound(key string) (kind string, bound time.Duration) {
 	queue := suffix == ":q" || suffix == ":qt" || suffix == ":qi"
 	switch {
 	case suffix == "":
-		return "lock", 3 * r.lease
+		return "lock", r.maxLockTTL()
 	case suffix == ":fence":
 		return "fence", distlock.DefaultFenceRetention
 	case of == "fair" && queue:
@@ -250,7 +250,7 @@ func (r *chaosRun) keyBound(key string) (kind string, bound time.Duration) {
 	case of == "sem" && queue:
 		return "queue", r.semQueue
 	case (of == "rw" || of == "sem") && suffix == ":h":
-		return "holders", 3 * r.lease
+		return "holders", r.maxLockTTL()
 	case of == "sem" && suffix == ":cap":
 		return "cap", distlock.DefaultFenceRetention
 	case strings.HasPrefix(suffix, ":abandoned:"):

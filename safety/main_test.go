@@ -20,9 +20,9 @@ const (
 
 var (
 	flagSeed     = flag.Int64("seed", 0, "seed of the chaos fault schedule and workload (0: time-based; printed)")
-	flagDuration = flag.Duration("chaos.duration", 0, "length of the chaos run (default 40s, 20s for TestChaosCluster and the Sentinel runs, or 8m with -long)")
+	flagDuration = flag.Duration("chaos.duration", 0, "length of the chaos run (default 40s, 20s for TestChaosCluster, TestChaosRedlock and the Sentinel runs, or 8m with -long)")
 	flagLong     = flag.Bool("long", false, "run the long chaos run (8m, >= 10k acquisitions) instead of the short one")
-	flagClients  = flag.Int("chaos.clients", 4, "client processes in the chaos run")
+	flagClients  = flag.Int("chaos.clients", 4, "client processes in the chaos run (3 in TestChaosRedlock)")
 	flagWorkers  = flag.Int("chaos.workers", 2, "acquiring goroutines per client process")
 	flagNames    = flag.Int("chaos.names", 3, "plain-mutex lock names in the chaos run")
 	flagFair     = flag.Int("chaos.fair", 2, "fair-mutex lock names in the chaos run, in addition to the plain ones")
@@ -57,6 +57,12 @@ func runHelper(mode string) int {
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2
+}
+
+// flagSet says whether the flag name was given on the command line.
+func flagSet(name string) (set bool) {
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // mono is CLOCK_MONOTONIC in nanoseconds: unlike Go's monotonic reading,

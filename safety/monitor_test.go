@@ -2,6 +2,7 @@ package safety
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,7 +153,10 @@ type serverChecks struct {
 	// SharedCommands counts the commands on the keys of read-write locks
 	// and semaphores, which the monitor does not follow.
 	SharedCommands int
-	Detail         []string
+	// Raised counts the tokens of Redlock holders raised on a node by a
+	// later proposal of the same attempt (see monitor.raise).
+	Raised int
+	Detail []string
 }
 
 func (s *serverChecks) note(format string, args ...any) {
@@ -272,7 +277,7 @@ func (top *topCommand) parse() {
 func (top *topCommand) requestedBy(owner string) bool {
 	top.parse()
 	switch top.script {
-	case "acquire", "fair_acquire":
+	case "acquire", "fair_acquire", "quorum_acquire":
 		return len(top.argv) > 0 && top.argv[0] == owner
 	case "refresh":
 		for i := 0; i < len(top.argv); i += 6 {
@@ -369,6 +374,9 @@ func (m *monitor) lockCommand(cmd string, args []string, name string, ts int64, 
 			return
 		}
 		top.parse()
+		if m.raise(key, tok, args, top) {
+			return
+		}
 		t := &tenure{Start: ts, ExpBase: ts, By: top.script}
 		for i := 2; i+1 < len(args); i += 2 {
 			switch args[i] {
@@ -442,6 +450,27 @@ func (m *monitor) lockCommand(cmd string, args []string, name string, ts int64, 
 			m.srv.note("%s: %s of owner %s deleted the lock of owner %s", key, top.script, placeID(t.DelOwner), placeID(t.Owner))
 		}
 	}
+}
+
+// raise handles an HSET of a Redlock node (quorum_acquire.lua) that only
+// raises the token of the lock's holder: the owner already took the lock
+// there with a lower token proposed earlier in the same attempt, and holds
+// it on with the new token (the token every node of its quorum gives it).
+// It is the same tenure, known by its new token from then on. It reports
+// whether the HSET was such a raise.
+func (m *monitor) raise(key string, tok uint64, args []string, top *topCommand) bool {
+	if top.script != "quorum_acquire" || len(args) != 4 || len(top.argv) == 0 {
+		return false
+	}
+	t := m.current[key]
+	if t == nil || t.DelAt != 0 || t.Owner != top.argv[0] {
+		return false
+	}
+	old := tenureKey{key, t.tokenOf(m)}
+	delete(m.tenures, old)
+	m.tenures[tenureKey{key, tok}] = t
+	m.srv.Raised++
+	return true
 }
 
 // tokenOf finds the token of t (for messages).
@@ -585,6 +614,29 @@ func (ms monitors) lookup(key string, token uint64) (tenure, bool) {
 	return tenure{}, false
 }
 
+// quorumLookup finds the tenure of key with token on each master of a
+// Redlock quorum, and returns the one that ends the lock's hold on a
+// quorum of q masters: the lock can be taken by another owner once q
+// masters are free of it, and the masters without the tenure are, so
+// that is when s-q+1 of the s tenures have ended (the (s-q+1)-th earliest
+// end). A tenure cut by a kill ends, for this, at its expiry: a master
+// killed and restarted empty is kept down for longer than any lease
+// (delayed restarts), so it gives no vote before then. It reports how many
+// masters had the tenure, and false if fewer than q did.
+func (ms monitors) quorumLookup(key string, token uint64, q int) (tenure, int, bool) {
+	var ts []tenure
+	for _, m := range ms {
+		if t, ok := m.lookup(key, token); ok {
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) < q {
+		return tenure{}, len(ts), false
+	}
+	slices.SortFunc(ts, func(a, b tenure) int { return cmp.Compare(a.end(), b.end()) })
+	return ts[len(ts)-q], len(ts), true
+}
+
 // each calls f with a copy of every tenure seen on any server.
 func (ms monitors) each(f func(key string, token uint64, t tenure)) {
 	for _, m := range ms {
@@ -612,6 +664,7 @@ func (ms monitors) fair() (places []place, grants []grantEvent, srv serverChecks
 		srv.StaleDels += s.StaleDels
 		srv.Resurrected += s.Resurrected
 		srv.SharedCommands += s.SharedCommands
+		srv.Raised += s.Raised
 		for k, v := range s.DelBy {
 			srv.DelBy[k] += v
 		}
