@@ -2,8 +2,10 @@ package redisbackend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/distlock/distlock/internal/engine"
 	"github.com/redis/go-redis/v9"
@@ -93,7 +95,7 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 	}
 	groups := b.byNode(ctx, chunks)
 	if len(groups) == 1 {
-		b.renewChunks(ctx, groups[0], report)
+		b.renewNode(ctx, groups[0], report)
 		return
 	}
 	var wg sync.WaitGroup
@@ -101,11 +103,42 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.renewChunks(ctx, g, report)
+			b.renewNode(ctx, g, report)
 		}()
 	}
 	wg.Wait()
 }
+
+// renewNode renews the chunks of one node. On a Cluster, a node gets
+// clusterRenewTimeout, and a failure to reach it has the client reload the
+// slot map: a master that died is replaced by its replica within seconds,
+// but go-redis keeps sending to the dead one (and dialling it again, for
+// seconds each time) until it reloads, so without this every renewal
+// until the lease's deadline would go to the dead master and the lock
+// would be lost even where the promoted replica has it.
+func (b *Backend) renewNode(ctx context.Context, chunks []*renewChunk, report func(int, engine.Grant, error)) {
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok {
+		b.renewChunks(ctx, chunks, report)
+		return
+	}
+	nctx, cancel := context.WithTimeout(ctx, clusterRenewTimeout)
+	defer cancel()
+	unreachable := false
+	b.renewChunks(nctx, chunks, func(i int, g engine.Grant, err error) {
+		var rerr redis.Error
+		if err != nil && !errors.As(err, &rerr) && !errors.Is(err, engine.ErrNotHeld) && !errors.Is(err, engine.ErrSuperseded) {
+			unreachable = true
+		}
+		report(i, g, err)
+	})
+	if unreachable {
+		cc.ReloadState(ctx)
+	}
+}
+
+// clusterRenewTimeout bounds the renewal of one Cluster node's locks.
+const clusterRenewTimeout = time.Second
 
 // byNode groups chunks by the master that serves their slot (one group on
 // a standalone or Sentinel client). A slot whose master is unknown goes
