@@ -267,15 +267,13 @@ func TestClusterMigratedLock(t *testing.T) {
 }
 
 // TestClusterMigratedSubscription: a waiter's sharded subscription to the
-// release channel of a lock whose slot moves to another master should
-// follow the slot (issue 14, point 2, "sharded pub/sub follows the slot").
-// Today it does not: when the source master gives the slot up, Redis ends
-// the subscriptions to the slot's shard channels (it sends SUNSUBSCRIBE),
-// go-redis does not subscribe again, and the notifier of
-// internal/redisbackend ignores the message, so the waiter is woken only by
-// the lease-bounded fallback (see TestClusterMigratedLock).
+// release channel of a lock whose slot moves to another master follows
+// the slot (issue 14, point 2, "sharded pub/sub follows the slot"): when
+// the source master gives the slot up, Redis ends the subscriptions to the
+// slot's shard channels (it sends SUNSUBSCRIBE), and the notifier
+// subscribes them again on the slot's new master, so the release there
+// wakes the waiter long before the 30 s lease would.
 func TestClusterMigratedSubscription(t *testing.T) {
-	t.Skip("known bug (issue 14, point 2): after a slot migration the waiter's sharded subscription is not re-established on the new master; waiters fall back to the holder's lease")
 	ctx := testCtx(t)
 	cl := redistest.StartClusterT(t, 3)
 	const name = "migrated-sub"

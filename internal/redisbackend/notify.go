@@ -29,8 +29,9 @@ type notifier struct {
 }
 
 type group struct {
-	ps      *redis.PubSub
-	watches map[string]*watch // by channel
+	ps        *redis.PubSub     // replaced by follow; guarded by subMu and mu
+	watches   map[string]*watch // by channel
+	following bool              // follow is subscribing the group again
 }
 
 // A watch delivers a channel's messages: deliver gets each payload, and
@@ -88,7 +89,7 @@ func (n *notifier) watch(ctx context.Context, channel string, deliver func(paylo
 		n.mu.Lock()
 		if err == nil {
 			n.wg.Add(1) // under subMu: close cannot be waiting yet
-			go n.read(g)
+			go n.read(g, g.ps)
 		} else {
 			delete(n.groups, key)
 		}
@@ -180,12 +181,14 @@ func (n *notifier) subscribe(ctx context.Context, ps *redis.PubSub, channel stri
 	return ps.Subscribe(ctx, channel)
 }
 
-// read dispatches one connection's messages until it is closed. A
+// read dispatches the messages of g's connection ps until it is closed. A
 // subscription confirmed a second time means go-redis reconnected and
 // subscribed again: releases may have been missed, so the watcher is woken.
-func (n *notifier) read(g *group) {
+// A sharded subscription that Redis ended while it is watched means that
+// the slot moved to another master: follow subscribes the group there.
+func (n *notifier) read(g *group, ps *redis.PubSub) {
 	defer n.wg.Done()
-	for m := range g.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
+	for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
 		var channel, payload string
 		var isConfirm bool
 		switch m := m.(type) {
@@ -195,6 +198,17 @@ func (n *notifier) read(g *group) {
 			}
 			channel, payload = m.Channel, m.Payload
 		case *redis.Subscription:
+			if m.Kind == "sunsubscribe" {
+				n.mu.Lock()
+				moved := g.ps == ps && g.watches[m.Channel] != nil && !g.following && !n.closed
+				if moved {
+					g.following = true
+					n.wg.Add(1)
+					go n.follow(g)
+				}
+				n.mu.Unlock()
+				continue
+			}
 			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 				continue
 			}
@@ -213,6 +227,70 @@ func (n *notifier) read(g *group) {
 		if w != nil {
 			w.deliver(payload, isConfirm)
 		}
+	}
+}
+
+// follow subscribes the channels of the sharded group g again, on a new
+// connection, once Redis has ended them on the old one (their slot moved
+// to another master, or the node gave it up): it has the client reload
+// its slot map and tries, backing off, until the slot's master accepts,
+// or until the notifier is closed or the group is dropped. Its watchers
+// are then woken, as after a reconnection: a release may have come in
+// between.
+func (n *notifier) follow(g *group) {
+	defer n.wg.Done()
+	ctx := context.Background()
+	delay := 50 * time.Millisecond
+	for {
+		n.subMu.Lock()
+		n.mu.Lock()
+		var channels []string
+		for ch := range g.watches {
+			channels = append(channels, ch)
+		}
+		if n.closed || len(channels) == 0 || n.groups[n.groupKey(channels[0])] != g {
+			g.following = false
+			n.mu.Unlock()
+			n.subMu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+		if cc, ok := n.rdb.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx)
+		}
+		ps := n.newPubSub()
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := ps.SSubscribe(sctx, channels...)
+		if err == nil {
+			_, err = ps.ReceiveTimeout(sctx, time.Second) // a confirmation, or the refusal (MOVED)
+		}
+		cancel()
+		if err == nil {
+			n.mu.Lock()
+			old := g.ps
+			g.ps, g.following = ps, false
+			watches := make([]*watch, 0, len(g.watches))
+			for _, w := range g.watches {
+				if !w.isSet { // its confirmation was due on the old connection
+					w.isSet = true
+					close(w.confirmed)
+				}
+				watches = append(watches, w)
+			}
+			n.wg.Add(1)
+			go n.read(g, ps)
+			n.mu.Unlock()
+			n.subMu.Unlock()
+			_ = old.Close()
+			for _, w := range watches {
+				w.deliver("", true)
+			}
+			return
+		}
+		_ = ps.Close()
+		n.subMu.Unlock()
+		time.Sleep(delay)
+		delay = min(2*delay, time.Second)
 	}
 }
 
