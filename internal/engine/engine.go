@@ -175,7 +175,7 @@ func (e *Engine) Close(ctx context.Context) error {
 
 	holds := e.renew.stop()
 	for _, h := range holds {
-		h.cancel(ErrClosed)
+		h.end(ErrClosed)
 	}
 	for _, h := range holds {
 		e.spawn(func() {
