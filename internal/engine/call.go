@@ -158,12 +158,22 @@ func (e *Engine) spawn(fn func()) {
 // outcome is known) but not the lease it is about (a reply after that is of
 // no use), nor Close's patience. It keeps ctx's values.
 func (e *Engine) detach(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
-	stop := context.AfterFunc(e.abandon, cancel)
-	return bctx, func() {
-		stop()
-		cancel()
+	rctx, cancel := context.WithTimeout(e.abandon, limit)
+	return valuesOf{rctx, ctx}, cancel
+}
+
+// valuesOf is a context that ends as its Context does and has the values
+// of vals too.
+type valuesOf struct {
+	context.Context
+	vals context.Context
+}
+
+func (c valuesOf) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
 	}
+	return c.vals.Value(key)
 }
 
 // requestErr explains the failure of a request made under rctx, a context
