@@ -161,6 +161,7 @@ var (
 	mHold     = metric{name: "mean hold (measured)", get: func(r Result) float64 { return float64(r.HoldMean) }, format: fmtDur}
 	mP50      = metric{name: "hand-over p50", get: func(r Result) float64 { return float64(r.P50) }, format: fmtDur, lowerBetter: true, ratio: true}
 	mP90      = metric{name: "hand-over p90", get: func(r Result) float64 { return float64(r.P90) }, format: fmtDur, lowerBetter: true, ratio: true}
+	mRelease  = metric{name: "holder's release call p50", get: func(r Result) float64 { return float64(r.ReleaseP50) }, format: fmtDur, lowerBetter: true, ratio: true}
 	mCmds     = metric{name: "Redis commands / hand-over (all, INFO commandstats)", get: func(r Result) float64 { return r.CmdsPerRound }, format: fmtF(1)}
 	mTop      = metric{name: "… sent by clients (MONITOR)", get: func(r Result) float64 { return r.TopPerRound }, format: fmtF(1)}
 	mInScript = metric{name: "… run inside Lua scripts (MONITOR)", get: func(r Result) float64 { return r.InScriptRound }, format: fmtF(1)}
@@ -182,7 +183,7 @@ func metrics(scen string) []metric {
 	case ScenD:
 		return []metric{mChanges, mAcq, mFair, mViol, mHold, mErrs}
 	case ScenE:
-		return []metric{mP50, mP90, mCmds, mTop, mInScript, mViol, mRounds}
+		return []metric{mP50, mP90, mRelease, mCmds, mTop, mInScript, mViol, mRounds}
 	}
 	return nil
 }
