@@ -181,10 +181,10 @@ func main() {
 		logf("report written into %s", *out)
 	}
 	if *chart != "" {
-		if groups := rep.ChartGroups(); len(groups) > 0 {
+		if panels := rep.ChartPanels(); len(panels) > 0 {
 			title := "distlock and Go peers vs raw go-redis (SET NX PX + compare-and-delete, spinning)"
-			sub := fmt.Sprintf("ratio to the baseline of the same run, median of %d runs, log scale, higher is better", *runs)
-			if err := harness.DrawChart(*chart, title, sub, rep.ChartLibs(), groups); err != nil {
+			sub := fmt.Sprintf("median of %d runs; x baseline: the ratio to the baseline of the same run, median over runs", *runs)
+			if err := harness.DrawChart(*chart, title, sub, panels); err != nil {
 				fatal(err)
 			}
 			logf("chart written to %s", *chart)
