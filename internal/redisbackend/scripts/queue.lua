@@ -341,8 +341,9 @@ end
 local function free(k, kind, retention, channel, mode, message)
   redis.call('DEL', k[1])
   if kind == 'fair' or kind == 'elect' then
-    local now = clock()
-    settle(k, retention, mode, now)
+    if redis.call('EXISTS', k[3]) == 1 then -- else nobody waits: nothing to settle
+      settle(k, retention, mode, clock())
+    end
     if kind == 'elect' and redis.call('EXISTS', k[1]) == 0 then
       announce(k, mode)
     end
