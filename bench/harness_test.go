@@ -199,9 +199,13 @@ func TestChartAndReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
-	groups := rep.ChartGroups()
-	if len(groups) != 2 || groups[1].Ratios["distlock"] != 0.5 {
-		t.Fatalf("groups = %+v", groups)
+	panels := rep.ChartPanels()
+	if len(panels) != 2 || !panels[1].LowerBetter || panels[0].LowerBetter {
+		t.Fatalf("panels = %+v", panels)
+	}
+	if b := panels[1].Bars; len(b) != len(harness.AllLibs) || b[0].Lib != harness.Raw || b[1].Lib != harness.Distlock ||
+		b[1].Ratio != 2 || b[1].Text != "200 µs" {
+		t.Fatalf("hand-over panel bars = %+v", b)
 	}
 
 	// The read-write lock's scenarios have tables of their own, and no bar
@@ -237,8 +241,8 @@ func TestChartAndReport(t *testing.T) {
 	if strings.Contains(md, "#### Targets") {
 		t.Errorf("a report without targets has a Targets table:\n%s", md)
 	}
-	if g := rw.ChartGroups(); len(g) != 1 {
-		t.Errorf("chart groups of b, g, h: %+v", g)
+	if p := rw.ChartPanels(); len(p) != 1 {
+		t.Errorf("chart panels of b, g, h: %+v", p)
 	}
 	// The semaphore's scenarios: i has g's table, j and k a column per
 	// semaphore; none has a bar in the chart.
@@ -277,13 +281,13 @@ func TestChartAndReport(t *testing.T) {
 	if strings.Contains(md, "#### Targets") || strings.Contains(md, "#### Summary") {
 		t.Errorf("a report of i, j and k has a Targets or a Summary table:\n%s", md)
 	}
-	if g := sem.ChartGroups(); len(g) != 0 {
-		t.Errorf("chart groups of i, j, k: %+v", g)
+	if p := sem.ChartPanels(); len(p) != 0 {
+		t.Errorf("chart panels of i, j, k: %+v", p)
 	}
 
 	dir := t.TempDir()
 	path := filepath.Join(dir, "c.png")
-	if err := harness.DrawChart(path, "title", "sub", harness.AllLibs, groups); err != nil {
+	if err := harness.DrawChart(path, "title", "sub", panels); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -294,8 +298,21 @@ func TestChartAndReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if img.Bounds().Dx() < 700 || img.Bounds().Dy() < 400 {
+	// Two panels side by side, each with a bar per library: distlock's
+	// is drawn in its colour.
+	if img.Bounds().Dx() < 1000 || img.Bounds().Dy() < 200 {
 		t.Errorf("chart is %v", img.Bounds())
+	}
+	red := 0
+	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
+		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
+			if r, g, b, _ := img.At(x, y).RGBA(); r>>8 == 0xd6 && g>>8 == 0x27 && b>>8 == 0x28 {
+				red++
+			}
+		}
+	}
+	if red == 0 {
+		t.Errorf("no distlock bar in the chart")
 	}
 
 	doc := filepath.Join(dir, "doc.md")

@@ -57,7 +57,7 @@ func (e *Engine) hold(ctx context.Context, s Spec, r Request, g Grant, sent time
 	added, late := e.renew.add(h, sent)
 	if !added {
 		e.cleanup(r)
-		h.cancel(ErrClosed)
+		h.end(ErrClosed)
 		return nil, ErrClosed
 	}
 	if late {

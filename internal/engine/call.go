@@ -45,7 +45,7 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 	var mu sync.Mutex
 	left := false
 	done := make(chan result, 1)
-	go func() {
+	e.goWork(func() {
 		res, err := req(rctx)
 		err = e.requestErr(rctx, err)
 		cancel()
@@ -58,7 +58,7 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 		mu.Unlock()
 		defer e.bg.Done()
 		handle(res, err, false)
-	}()
+	})
 	take := func(r result) (R, bool) {
 		defer e.bg.Done()
 		return handle(r.res, r.err, true), true
@@ -79,6 +79,51 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 		}
 	}
 }
+
+// goWork runs f on an idle worker goroutine, or on a new one if none is
+// idle. Workers outlive their request: a new goroutine per request would
+// grow its stack anew through the client library's calls every time.
+func (e *Engine) goWork(f func()) {
+	select {
+	case e.work <- f:
+	default:
+		go e.worker(f)
+	}
+}
+
+// worker runs f, then the requests handed to it, until it has been idle
+// for workerIdle, more than maxIdleWorkers are idle, or Close has ended.
+func (e *Engine) worker(f func()) {
+	var idle *time.Timer
+	for {
+		f()
+		if e.idle.Add(1) > maxIdleWorkers {
+			e.idle.Add(-1)
+			return
+		}
+		if idle == nil {
+			idle = time.NewTimer(workerIdle)
+		} else {
+			idle.Reset(workerIdle)
+		}
+		select {
+		case f = <-e.work:
+			e.idle.Add(-1)
+		case <-idle.C:
+			e.idle.Add(-1)
+			return
+		case <-e.closedWork:
+			e.idle.Add(-1)
+			return
+		}
+	}
+}
+
+// Idle workers are kept for workerIdle, and no more than maxIdleWorkers.
+const (
+	workerIdle     = time.Second
+	maxIdleWorkers = 64
+)
 
 // enter counts a request that a caller starts, unless Close has started.
 func (e *Engine) enter() bool {
@@ -113,12 +158,22 @@ func (e *Engine) spawn(fn func()) {
 // outcome is known) but not the lease it is about (a reply after that is of
 // no use), nor Close's patience. It keeps ctx's values.
 func (e *Engine) detach(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
-	stop := context.AfterFunc(e.abandon, cancel)
-	return bctx, func() {
-		stop()
-		cancel()
+	rctx, cancel := context.WithTimeout(e.abandon, limit)
+	return valuesOf{rctx, ctx}, cancel
+}
+
+// valuesOf is a context that ends as its Context does and has the values
+// of vals too.
+type valuesOf struct {
+	context.Context
+	vals context.Context
+}
+
+func (c valuesOf) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
 	}
+	return c.vals.Value(key)
 }
 
 // requestErr explains the failure of a request made under rctx, a context

@@ -47,6 +47,10 @@ type Engine struct {
 
 	closed atomic.Bool // Close has started: no new requests from callers
 
+	work       chan func()   // requests for an idle worker (see goWork)
+	idle       atomic.Int32  // idle workers
+	closedWork chan struct{} // closed when Close has ended: idle workers exit
+
 	mu         sync.Mutex
 	mismatches map[string]int // semaphores whose capacity in the store differs from this client's: the one last reported
 	queues     map[queueKey]*queue
@@ -71,6 +75,8 @@ func New(b Backend, observe func(Event)) *Engine {
 		queues:     map[queueKey]*queue{},
 		mismatches: map[string]int{},
 		places:     map[string]*Hold{},
+		work:       make(chan func()),
+		closedWork: make(chan struct{}),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.abandon, e.abandonCancel = context.WithCancel(context.Background())
@@ -176,10 +182,11 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.mu.Unlock()
 	defer e.abandonCancel()
+	defer close(e.closedWork)
 
 	holds := e.renew.stop()
 	for _, h := range holds {
-		h.cancel(ErrClosed)
+		h.end(ErrClosed)
 	}
 	for _, h := range holds {
 		e.spawn(func() {

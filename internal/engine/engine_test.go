@@ -195,6 +195,51 @@ func TestDeadlineCancelsLease(t *testing.T) {
 	})
 }
 
+// A lease's context is made when it is first asked for: asked for only
+// after the lease was unlocked, or after its hold was lost, it is born
+// cancelled, with the cause it would have had, and still carries the
+// acquiring context's values and the hold (for re-entry).
+func TestLeaseContextAskedForLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		f.hang = make(chan struct{})
+		e := New(f, nil)
+		defer e.Close(context.Background())
+		type key struct{}
+		ctx := context.WithValue(context.Background(), key{}, "v")
+		const lease = 3 * time.Second
+
+		unlocked, err := e.Acquire(ctx, Spec{Name: "u", Lease: lease, Renew: true}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unlocked.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		uctx := unlocked.Context()
+		if cause := context.Cause(uctx); !errors.Is(cause, context.Canceled) {
+			t.Fatalf("context of an unlocked lease: cause %v, want context.Canceled", cause)
+		}
+		if uctx.Value(key{}) != "v" {
+			t.Fatalf("context of an unlocked lease lost the acquiring context's values")
+		}
+
+		lost, err := e.Acquire(ctx, Spec{Name: "l", Lease: lease, Renew: true}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(lease) // renewals hang: the hold is lost at its deadline
+		lctx := lost.Context()
+		if cause := context.Cause(lctx); !errors.Is(cause, ErrLockLost) {
+			t.Fatalf("context of a lost lease: cause %v, want ErrLockLost", cause)
+		}
+		if h, ok := lctx.Value(holdKey{e, "l"}).(*Hold); !ok || h != lost.hold {
+			t.Fatalf("context of a lost lease does not carry its hold")
+		}
+		close(f.hang)
+	})
+}
+
 // A fixed lease is never renewed and ends at its deadline.
 func TestFixedLeaseEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -28,8 +28,7 @@ type Hold struct {
 	// asks for more with this hold's context holds them all).
 	permits, capacity, nested int
 
-	ctx    context.Context // carries holdKey; cancelled when the hold ends
-	cancel context.CancelCauseFunc
+	vals context.Context // the acquiring caller's context: its values, not its end
 
 	lastHold atomic.Uint64 // the last hold id handed out
 
@@ -37,6 +36,12 @@ type Hold struct {
 	leases int  // leases handed out and not yet unlocked
 	writes int  // of those, leases of kind Write (the owner writes while there are any)
 	ending bool // the last lease was unlocked: no re-entry may succeed
+	// The hold's context (see context) is made when a lease's context is
+	// first asked for: most callers never ask.
+	ctx      context.Context // carries holdKey; cancelled when the hold ends
+	cancel   context.CancelCauseFunc
+	ended    bool  // end was called: the hold's context is, or is born, cancelled
+	endCause error // its cause
 
 	// Guarded by the renewer's mutex; times are offsets from the engine's
 	// monotonic epoch.
@@ -86,10 +91,51 @@ func newHold(ctx context.Context, e *Engine, s Spec, owner string, token uint64)
 	if s.Kind == Write {
 		h.writes = 1
 	}
-	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	h.ctx, h.cancel = context.WithValue(base, holdKey{e, s.Name}, h), cancel
+	h.vals = ctx
 	h.lastHold.Store(1)
 	return h
+}
+
+// context returns the hold's context, making it if need be: it carries
+// the values of the acquiring caller's context and holdKey, and is
+// cancelled when the hold ends.
+func (h *Hold) context() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil {
+		base, cancel := context.WithCancelCause(context.WithoutCancel(h.vals))
+		h.ctx = context.WithValue(base, holdKey{h.e, h.name}, h)
+		if h.ended {
+			cancel(h.endCause)
+		} else {
+			h.cancel = cancel
+		}
+	}
+	return h.ctx
+}
+
+// end cancels the hold's context with cause (nil: context.Canceled), or
+// makes it be born cancelled; the first call counts.
+func (h *Hold) end(cause error) {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	h.ended, h.endCause = true, cause
+	cancel := h.cancel
+	h.cancel = nil
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
+
+// isEnded reports whether end was called.
+func (h *Hold) isEnded() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended
 }
 
 // request returns r about h: with its name, kind, owner and permits.
@@ -104,7 +150,7 @@ func (h *Hold) request(r Request) Request {
 func (h *Hold) usable() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !h.ending && h.ctx.Err() == nil
+	return !h.ending && !h.ended
 }
 
 // writing reports whether the owner holds leases of kind Write.
@@ -120,7 +166,7 @@ func (h *Hold) writing() bool {
 func (h *Hold) add(id uint64, kind Kind) *Lease {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ending || h.ctx.Err() != nil {
+	if h.ending || h.ended {
 		return nil
 	}
 	h.leases++
@@ -153,18 +199,15 @@ type Lease struct {
 	hold     *Hold
 	id       uint64
 	kind     Kind // the kind it was acquired as: a downgraded writer's read lease is Read
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
 	unlocked atomic.Bool
+
+	mu     sync.Mutex
+	ctx    context.Context // made by the first call of Context
+	cancel context.CancelCauseFunc
 }
 
 func (h *Hold) newLease(id uint64) *Lease {
-	ctx, cancel := context.WithCancelCause(h.ctx)
-	l := &Lease{hold: h, id: id, kind: h.kind, ctx: ctx, cancel: cancel}
-	if !h.renew {
-		l.ctx = fixedContext{ctx, h.leaseEnd}
-	}
-	return l
+	return &Lease{hold: h, id: id, kind: h.kind}
 }
 
 // leaseEnd is the lease's local deadline (see ValidUntil), kept after it
@@ -196,8 +239,26 @@ func (l *Lease) Token() uint64 { return l.hold.token }
 func (l *Lease) Tokens() map[string]uint64 { return map[string]uint64{l.hold.name: l.hold.token} }
 
 // Context is cancelled when this lease is unlocked or its hold ends. For a
-// fixed lease, its Deadline is the lease's local deadline.
-func (l *Lease) Context() context.Context { return l.ctx }
+// fixed lease, its Deadline is the lease's local deadline. It is made at
+// the first call: a lease unlocked or ended before is born cancelled.
+func (l *Lease) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		h := l.hold
+		ctx, cancel := context.WithCancelCause(h.context())
+		if l.unlocked.Load() {
+			cancel(nil)
+		} else {
+			l.cancel = cancel
+		}
+		l.ctx = ctx
+		if !h.renew {
+			l.ctx = fixedContext{ctx, h.leaseEnd}
+		}
+	}
+	return l.ctx
+}
 
 // ValidUntil is the local instant before which the lock is certainly still
 // held by this lease (the lease context ends then at the latest, unless a
@@ -205,7 +266,7 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // or its hold has ended.
 func (l *Lease) ValidUntil() time.Time {
 	t, live := l.hold.e.renew.validUntil(l.hold)
-	if !live || l.unlocked.Load() || l.ctx.Err() != nil {
+	if !live || l.unlocked.Load() || l.hold.isEnded() {
 		return time.Time{}
 	}
 	return t
@@ -219,7 +280,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: lock %q: this lease was already unlocked", ErrNotHeld, h.name)
 	}
-	l.cancel(nil)
+	l.mu.Lock()
+	cancel := l.cancel
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel(nil)
+	}
 	return h.e.unlock(ctx, h, l.id, l.kind)
 }
 

@@ -221,7 +221,7 @@ func newGroup(ctx context.Context, e *Engine, name string, leases []*Lease) *Gro
 		}}
 	}
 	for _, l := range leases {
-		lctx := l.ctx
+		lctx := l.Context()
 		g.stops = append(g.stops, context.AfterFunc(lctx, func() { g.cancel(context.Cause(lctx)) }))
 	}
 	return g

@@ -151,7 +151,7 @@ func (e *Engine) giveUp(h *Hold, cause error) {
 func (e *Engine) drop(h *Hold, cause error) {
 	e.unplace(h)
 	if e.renew.end(h, cause) {
-		h.cancel(cause)
+		h.end(cause)
 	}
 }
 

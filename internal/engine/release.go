@@ -51,7 +51,7 @@ func (e *Engine) releaseAll(ctx context.Context, h *Hold) error {
 
 // releaseOne releases hold id of h, one of several leases of the hold.
 func (e *Engine) releaseOne(ctx context.Context, h *Hold, id uint64) error {
-	if h.ctx.Err() != nil {
+	if h.isEnded() {
 		return h.unlockErr()
 	}
 	res, err := e.release(ctx, h, id)
@@ -133,9 +133,9 @@ func (e *Engine) endHold(h *Hold, cause error) bool {
 		return false
 	}
 	if cause == errReleased {
-		h.cancel(nil)
+		h.end(nil)
 	} else {
-		h.cancel(cause)
+		h.end(cause)
 	}
 	return true
 }
@@ -153,7 +153,7 @@ func (e *Engine) lose(h *Hold, cause error, stale bool) {
 // lost finishes the loss of h, which the renewer has just ended.
 func (e *Engine) lost(h *Hold, stale bool) {
 	cause := e.renew.causeOf(h)
-	h.cancel(cause)
+	h.end(cause)
 	kind := Lost
 	if errors.Is(cause, ErrLeaseExpired) {
 		kind = Expired

@@ -50,6 +50,9 @@ type Backend struct {
 	id      string // random; published with this backend's releases
 	notify  *notifier
 	pipe    *pipeliner
+	// The script arguments that never change, made once (an argument is
+	// an interface value, and making one from a string allocates).
+	hostArg, pidArg, retentionArg, modeArg, idArg any
 
 	checkMu sync.Mutex
 	checked atomic.Bool
@@ -61,6 +64,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Backend {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	b := &Backend{rdb: rdb, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded, id: hex.EncodeToString(id[:])}
+	b.hostArg, b.pidArg, b.retentionArg, b.modeArg, b.idArg = cfg.Host, b.pid, b.retention(), b.publishMode(), b.id
 	b.notify = newNotifier(rdb, sharded, b.id)
 	b.pipe = newPipeliner(rdb, pipelineLimit)
 	return b
@@ -83,7 +87,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 		return engine.Grant{}, err
 	}
 	k := b.cfg.Keys
-	keys := k.script(r.Name, r.Owner)
+	var keys []string
 	var script *redis.Script
 	var args []any
 	switch {
@@ -104,9 +108,13 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 			r.Owner, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
 			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), kind, r.Value}
 	default: // a plain mutex, and re-entry into a fair one or an election
+		keys = k.plain(r.Name, r.Owner)
 		script, args = acquireScript, []any{
-			r.Owner, r.Hold, r.Lease.Milliseconds(), b.retention(),
-			b.cfg.Host, b.pid, flag(r.Reenter), time.Now().UnixMilli()}
+			r.Owner, r.Hold, r.Lease.Milliseconds(), b.retentionArg,
+			b.hostArg, b.pidArg, flag(r.Reenter), time.Now().UnixMilli()}
+	}
+	if keys == nil {
+		keys = k.script(r.Name, r.Owner)
 	}
 	cmd, ackErr := b.runAcked(ctx, script, keys, args...)
 	res, err := cmd.Slice()
@@ -218,8 +226,14 @@ func (b *Backend) retention() int64 { return b.cfg.FenceRetention.Milliseconds()
 // Release implements engine.Backend.
 func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
 	k := b.cfg.Keys
-	n, err := b.pipe.run(ctx, releaseScript, k.script(r.Name, ""),
-		r.Owner, r.Hold, k.Channel(r.Name), b.publishMode(), b.id, b.retention(), flag(r.Kind.Queued())).Int64()
+	var cmd *redis.Cmd
+	if r.Kind == engine.Plain {
+		cmd = b.pipe.run(ctx, releasePlainScript, []string{k.Lock(r.Name)}, r.Owner, r.Hold, k.Channel(r.Name), b.modeArg, b.idArg)
+	} else {
+		cmd = b.pipe.run(ctx, releaseScript, k.script(r.Name, ""),
+			r.Owner, r.Hold, k.Channel(r.Name), b.publishMode(), b.id, b.retention(), flag(r.Kind.Queued()))
+	}
+	n, err := cmd.Int64()
 	if err != nil {
 		return 0, backendErr(ctx, err)
 	}

@@ -43,6 +43,17 @@ func (k Keys) script(name, owner string) []string {
 		k.Holders(name), k.Abandoned(name, owner), k.Capacity(name)}
 }
 
+// plain returns the four keys acquire.lua takes: the lock hash, the
+// fencing counter, the queue (only looked at) and owner's abandonment mark.
+func (k Keys) plain(name, owner string) []string {
+	// One string holds the four, one after the other: one allocation.
+	lock := k.Lock(name)
+	all := lock + lock + ":fence" + lock + ":q" + lock + ":abandoned:" + owner
+	n := len(lock)
+	fence, q := 2*n+len(":fence"), 3*n+len(":fence:q")
+	return []string{all[:n], all[n:fence], all[fence:q], all[q:]}
+}
+
 // Channel is where releases of a plain lock are published.
 func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }
 

@@ -44,7 +44,11 @@ func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string
 	if p.inflight < p.limit {
 		p.inflight++
 		p.mu.Unlock()
-		cmd := script.Run(ctx, p.rdb, keys, args...)
+		cmd := evalSha(ctx, script, keys, args)
+		_ = p.rdb.Process(ctx, cmd)
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			cmd = script.Eval(ctx, p.rdb, keys, args...)
+		}
 		p.finish()
 		return cmd
 	}
@@ -89,12 +93,13 @@ func (p *pipeliner) send(batch []*call) {
 	defer cancel()
 	pipe := p.rdb.Pipeline()
 	for _, c := range batch {
-		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		c.cmd = evalSha(ctx, c.script, c.keys, c.args)
+		_ = pipe.Process(ctx, c.cmd)
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, c := range batch {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			c.cmd = c.script.Run(ctx, p.rdb, c.keys, c.args...)
+		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			c.cmd = c.script.Eval(ctx, p.rdb, c.keys, c.args...)
 		}
 		close(c.done)
 	}
@@ -114,4 +119,17 @@ func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 		}
 	}
 	return context.WithDeadline(context.Background(), last)
+}
+
+// evalSha returns the EVALSHA command of script on keys and args, as
+// go-redis's Script.EvalSha makes it, in one slice of arguments.
+func evalSha(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+	all := make([]any, 0, 3+len(keys)+len(args))
+	all = append(all, "evalsha", hashes[script], len(keys))
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	cmd := redis.NewCmd(ctx, append(all, args...)...)
+	cmd.SetFirstKeyPos(3)
+	return cmd
 }

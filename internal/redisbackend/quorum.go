@@ -24,7 +24,7 @@ func (b *Backend) AcquireToken(ctx context.Context, r engine.Request, token uint
 	if err := b.checkServer(ctx); err != nil {
 		return engine.Grant{}, 0, err
 	}
-	res, err := b.pipe.run(ctx, quorumAcquireScript, b.cfg.Keys.script(r.Name, r.Owner),
+	res, err := b.pipe.run(ctx, quorumAcquireScript, b.cfg.Keys.plain(r.Name, r.Owner),
 		r.Owner, r.Hold, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid, time.Now().UnixMilli(),
 		strconv.FormatUint(token, 10)).Slice()
 	if err != nil {

@@ -12,23 +12,27 @@ import (
 
 // The scripts run with EVALSHA; go-redis falls back to EVAL when the server
 // answers NOSCRIPT (after a restart or SCRIPT FLUSH), which loads them again.
-// Every script but renew.lua and the once scripts is lib.lua followed by
-// its own file.
+// Each script is its own file preceded by the libraries it needs: lib.lua
+// for every lock script, and queue.lua too for those that can meet a
+// queued kind. Redis runs a script's whole text at every call, defining
+// each library function again, so the plain mutex's scripts go without
+// queue.lua.
 var (
-	acquireScript       = load("acquire.lua")
-	multiAcquireScript  = load("multi_acquire.lua")
-	quorumAcquireScript = load("quorum_acquire.lua")
-	fairAcquireScript   = load("fair_acquire.lua")
-	rwAcquireScript     = load("rw_acquire.lua")
-	semAcquireScript    = load("sem_acquire.lua")
-	semPermitsScript    = load("sem_permits.lua")
-	releaseScript       = load("release.lua")
-	abandonScript       = load("abandon.lua")
+	acquireScript       = load("acquire.lua", "lib.lua")
+	multiAcquireScript  = load("multi_acquire.lua", "lib.lua")
+	quorumAcquireScript = load("quorum_acquire.lua", "lib.lua")
+	fairAcquireScript   = load("fair_acquire.lua", "lib.lua", "queue.lua")
+	rwAcquireScript     = load("rw_acquire.lua", "lib.lua", "queue.lua")
+	semAcquireScript    = load("sem_acquire.lua", "lib.lua", "queue.lua")
+	semPermitsScript    = load("sem_permits.lua", "lib.lua", "queue.lua")
+	releaseScript       = load("release.lua", "lib.lua", "queue.lua")
+	releasePlainScript  = load("release_plain.lua", "lib.lua") // named "release" by ScriptCall
+	abandonScript       = load("abandon.lua", "lib.lua", "queue.lua")
 	renewScript         = load("renew.lua")
-	sharedRenewScript   = load("shared_renew.lua")
-	refreshScript       = load("refresh.lua")
-	forceUnlockScript   = load("forceunlock.lua")
-	inspectScript       = load("inspect.lua")
+	sharedRenewScript   = load("shared_renew.lua", "lib.lua", "queue.lua")
+	refreshScript       = load("refresh.lua", "lib.lua", "queue.lua")
+	forceUnlockScript   = load("forceunlock.lua", "lib.lua", "queue.lua")
+	inspectScript       = load("inspect.lua", "lib.lua")
 	onceCheckScript     = load("once_check.lua")
 	onceDoneScript      = load("once_done.lua")
 )
@@ -39,13 +43,23 @@ var sources embed.FS
 // scriptNames maps the SHA-1 of each script to its name (ScriptCall).
 var scriptNames = map[string]string{}
 
-func load(file string) *redis.Script {
-	src := source(file)
-	if file != "renew.lua" && file != "once_check.lua" && file != "once_done.lua" {
-		src = source("lib.lua") + src
+// hashes holds the SHA-1 of each script as a command argument (evalSha).
+var hashes = map[*redis.Script]any{}
+
+// load returns the script of file, preceded by libs in order.
+func load(file string, libs ...string) *redis.Script {
+	var src strings.Builder
+	for _, lib := range libs {
+		src.WriteString(source(lib))
 	}
-	s := redis.NewScript(src)
-	scriptNames[s.Hash()] = strings.TrimSuffix(file, ".lua")
+	src.WriteString(source(file))
+	s := redis.NewScript(src.String())
+	name := strings.TrimSuffix(file, ".lua")
+	if file == "release_plain.lua" {
+		name = "release" // the same step as release.lua, for a plain mutex
+	}
+	scriptNames[s.Hash()] = name
+	hashes[s] = s.Hash()
 	return s
 }
 
@@ -59,8 +73,9 @@ func source(file string) string {
 
 // ScriptCall reads the arguments of a command that runs one of the
 // backend's scripts, as go-redis sends it (EVALSHA or EVAL): the script's
-// name (its file name without .lua: "acquire", "release", ...), its keys
-// and its arguments. ok is false for any other command. It is for tests
+// name (its file name without .lua: "acquire", "release", ...; a plain
+// mutex's release_plain.lua is "release" too, the same step), its keys and
+// its arguments. ok is false for any other command. It is for tests
 // and tools that watch or intercept the traffic.
 func ScriptCall(args []any) (name string, keys, argv []string, ok bool) {
 	if len(args) < 3 {
@@ -90,7 +105,7 @@ func ScriptCall(args []any) (name string, keys, argv []string, ok bool) {
 // not need it; tests that intercept EVALSHA calls do.
 func LoadScripts(ctx context.Context, rdb redis.Scripter) error {
 	for _, s := range []*redis.Script{acquireScript, multiAcquireScript, quorumAcquireScript, fairAcquireScript, rwAcquireScript, semAcquireScript,
-		semPermitsScript, releaseScript, abandonScript, renewScript, sharedRenewScript, refreshScript,
+		semPermitsScript, releaseScript, releasePlainScript, abandonScript, renewScript, sharedRenewScript, refreshScript,
 		forceUnlockScript, inspectScript, onceCheckScript, onceDoneScript} {
 		if err := s.Load(ctx, rdb).Err(); err != nil {
 			return err

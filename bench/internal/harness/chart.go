@@ -8,7 +8,6 @@ import (
 	"image/png"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 
 	"golang.org/x/image/font"
@@ -16,14 +15,26 @@ import (
 	"golang.org/x/image/math/fixed"
 )
 
-// A ChartGroup is one scenario's bars: the ratio of each library to the
-// baseline, higher is better.
-type ChartGroup struct {
-	Label  string
-	Ratios map[string]float64 // by library; missing or NaN: no bar
+// A ChartPanel is one scenario's panel of the chart: every library's
+// figure, baseline included, as a bar with the figure and its ratio to the
+// baseline written on it.
+type ChartPanel struct {
+	Title       string // the scenario
+	Metric      string // what the figure is, with its unit
+	LowerBetter bool
+	Bars        []ChartBar // in report order, the baseline first
+}
+
+// A ChartBar is one library's figure in a panel.
+type ChartBar struct {
+	Lib   string
+	Value float64 // the bar's length; NaN or <= 0: no bar
+	Text  string  // the figure as the tables write it
+	Ratio float64 // to the baseline of the same run, median over runs; NaN: not shown
 }
 
 var libColors = map[string]color.RGBA{
+	Raw:          {0x7f, 0x7f, 0x7f, 0xff},
 	Distlock:     {0xd6, 0x27, 0x28, 0xff},
 	DistlockFair: {0x8c, 0x1a, 0x4b, 0xff},
 	Redsync:      {0x1f, 0x77, 0xb4, 0xff},
@@ -35,14 +46,15 @@ var libColors = map[string]color.RGBA{
 var (
 	black = color.RGBA{0x20, 0x20, 0x20, 0xff}
 	grey  = color.RGBA{0xbb, 0xbb, 0xbb, 0xff}
-	light = color.RGBA{0xe8, 0xe8, 0xe8, 0xff}
+	light = color.RGBA{0xf2, 0xf2, 0xf2, 0xff}
 )
 
-// DrawChart writes a PNG of diverging bars on a log scale: each bar goes
-// from the baseline (1×) up to a library's ratio (better) or down to it
-// (worse), one group per scenario.
-func DrawChart(path, title, subtitle string, libs []string, groups []ChartGroup) error {
-	img := RenderChart(title, subtitle, libs, groups)
+// DrawChart writes a PNG of one small panel per scenario, two panels a
+// row: horizontal bars from zero, each labelled with the library's figure
+// and its ratio to the baseline, and each panel saying whether higher or
+// lower is better.
+func DrawChart(path, title, subtitle string, panels []ChartPanel) error {
+	img := RenderChart(title, subtitle, panels)
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -54,114 +66,98 @@ func DrawChart(path, title, subtitle string, libs []string, groups []ChartGroup)
 	return f.Close()
 }
 
+// The chart's layout, in pixels (the font is 7×13).
+const (
+	panelW    = 680
+	panelGap  = 24
+	margin    = 16
+	headerH   = 56 // above the first row of panels
+	titleH    = 44 // a panel's title and metric lines
+	barH      = 18
+	barGap    = 6
+	nameW     = 33 * 7 // the library names' column
+	labelW    = 24 * 7 // room for the figure and ratio after the longest bar
+	panelsRow = 2
+)
+
 // RenderChart draws the chart of DrawChart.
-func RenderChart(title, subtitle string, libs []string, groups []ChartGroup) *image.RGBA {
-	var bars []string // the libraries that get bars: all but the baseline
-	seen := map[string]bool{Raw: true}
-	for _, l := range libs {
-		if !seen[l] {
-			seen[l] = true
-			bars = append(bars, l)
-		}
+func RenderChart(title, subtitle string, panels []ChartPanel) *image.RGBA {
+	rows := (len(panels) + panelsRow - 1) / panelsRow
+	heights := make([]int, rows)
+	for i, p := range panels {
+		heights[i/panelsRow] = max(heights[i/panelsRow], panelHeight(p))
 	}
-	const (
-		barW   = 40
-		gap    = 50
-		left   = 70
-		right  = 20
-		top    = 78
-		bottom = 84
-		plotH  = 420
-	)
-	groupW := len(bars)*barW + gap
-	W := left + right + max(1, len(groups))*groupW
-	W = max(W, 760)
-	H := top + plotH + bottom
+	W := 2*margin + panelsRow*panelW + (panelsRow-1)*panelGap
+	H := headerH + margin
+	for _, h := range heights {
+		H += h + panelGap
+	}
 	img := image.NewRGBA(image.Rect(0, 0, W, H))
 	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)
-
-	// The scale: decades around every ratio, at least 0.1× to 10×.
-	lo, hi := 0.1, 10.0
-	for _, g := range groups {
-		for _, l := range bars {
-			v, ok := g.Ratios[l]
-			if !ok || math.IsNaN(v) || v <= 0 {
-				continue
-			}
-			// Room for the value label beyond the bar's end.
-			lo = math.Min(lo, math.Pow(10, math.Floor(math.Log10(v/2))))
-			hi = math.Max(hi, math.Pow(10, math.Ceil(math.Log10(v*1.5))))
-		}
-	}
-	y := func(v float64) int {
-		f := (math.Log10(v) - math.Log10(lo)) / (math.Log10(hi) - math.Log10(lo))
-		return top + plotH - int(math.Round(f*plotH))
-	}
-	plotR := W - right
-
-	// Grid: decades labelled, 2× and 5× lines light.
-	for d := lo; d <= hi*1.001; d *= 10 {
-		for _, m := range []float64{1, 2, 5} {
-			v := d * m
-			if v > hi*1.001 {
-				break
-			}
-			c := light
-			if m == 1 {
-				c = grey
-				label := strconvG(v) + "×"
-				text(img, left-8-7*len(label), y(v)+4, label, black)
-			}
-			hline(img, left, plotR, y(v), c)
-		}
-	}
-	// The baseline.
-	for t := 0; t < 2; t++ {
-		hline(img, left, plotR, y(1)+t, black)
-	}
-	vline(img, left, top, top+plotH, black)
-
-	text(img, left, 20, title, black)
-	text(img, left, 38, subtitle, black)
-	// Legend.
-	lx := left
-	for _, l := range bars {
-		fill(img, image.Rect(lx, 50, lx+14, 62), libColors[l])
-		text(img, lx+18, 61, LibTitle(l), black)
-		lx += 18 + 7*len(LibTitle(l)) + 24
-	}
-	text(img, lx, 61, "baseline 1× = "+LibTitle(Raw), black)
-
-	for gi, g := range groups {
-		x0 := left + gi*groupW + gap/2
-		for bi, l := range bars {
-			v, ok := g.Ratios[l]
-			if !ok || math.IsNaN(v) || v <= 0 {
-				continue
-			}
-			x := x0 + bi*barW
-			y0, y1 := y(1), y(v)
-			r := image.Rect(x+3, min(y0, y1), x+barW-3, max(y0, y1)+1)
-			fill(img, r, libColors[l])
-			label := trimRatio(v)
-			lxp := x + (barW-7*len(label))/2
-			if v >= 1 {
-				text(img, lxp, y1-4, label, black)
-			} else {
-				text(img, lxp, y1+13, label, black)
+	text(img, margin, 20, title, black)
+	text(img, margin, 38, subtitle, black)
+	y := headerH
+	for r, h := range heights {
+		for c := range panelsRow {
+			if i := r*panelsRow + c; i < len(panels) {
+				drawPanel(img, margin+c*(panelW+panelGap), y, panels[i])
 			}
 		}
-		for li, line := range wrap(g.Label, groupW/7-1) {
-			if li == 4 {
-				break
-			}
-			text(img, left+gi*groupW+4, top+plotH+18+li*14, line, black)
-		}
+		y += h + panelGap
 	}
 	return img
 }
 
-func strconvG(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+func panelHeight(p ChartPanel) int { return titleH + len(p.Bars)*(barH+barGap) + 8 }
+
+// drawPanel draws p with its top left corner at x0, y0. The scale is
+// linear from zero, unless the figures span more than 30×: then it is
+// logarithmic (and says so), so that the short bars stay readable.
+func drawPanel(img *image.RGBA, x0, y0 int, p ChartPanel) {
+	fill(img, image.Rect(x0, y0, x0+panelW, y0+panelHeight(p)), light)
+	text(img, x0+8, y0+16, p.Title, black)
+	lo, hi := math.Inf(1), 0.0
+	for _, b := range p.Bars {
+		if b.Value > 0 && !math.IsNaN(b.Value) {
+			lo, hi = math.Min(lo, b.Value), math.Max(hi, b.Value)
+		}
+	}
+	logScale := hi > 30*lo
+	better := "higher is better"
+	if p.LowerBetter {
+		better = "lower is better"
+	}
+	scale := ""
+	if logScale {
+		scale = ", log scale"
+	}
+	text(img, x0+8, y0+33, fmt.Sprintf("%s (%s%s); x baseline", p.Metric, better, scale), black)
+	plotL, plotR := x0+nameW+8, x0+panelW-labelW
+	length := func(v float64) int {
+		if logScale {
+			floor := lo / 2
+			return int(math.Round(float64(plotR-plotL) * math.Log(v/floor) / math.Log(hi/floor)))
+		}
+		return int(math.Round(float64(plotR-plotL) * v / hi))
+	}
+	vline(img, plotL, y0+titleH-2, y0+panelHeight(p)-6, grey)
+	for i, b := range p.Bars {
+		y := y0 + titleH + i*(barH+barGap)
+		text(img, x0+8, y+barH-5, LibTitle(b.Lib), black)
+		label := b.Text
+		if !math.IsNaN(b.Ratio) && b.Lib != Raw {
+			label += "  " + trimRatio(b.Ratio) + "x"
+		} else if b.Lib == Raw {
+			label += "  (baseline)"
+		}
+		end := plotL
+		if b.Value > 0 && !math.IsNaN(b.Value) {
+			end = plotL + max(1, length(b.Value))
+			fill(img, image.Rect(plotL, y, end, y+barH), libColors[b.Lib])
+		}
+		text(img, end+6, y+barH-5, label, black)
+	}
+}
 
 // trimRatio formats a ratio with about two significant digits.
 func trimRatio(v float64) string {
@@ -176,25 +172,6 @@ func trimRatio(v float64) string {
 		return fmt.Sprintf("%.3f", v)
 	}
 	return fmt.Sprintf("%.4f", v)
-}
-
-func wrap(s string, width int) []string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		if line != "" && len(line)+1+len(w) > width {
-			lines = append(lines, line)
-			line = ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += w
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
 }
 
 // asciiOnly maps what the ASCII-only basicfont lacks.

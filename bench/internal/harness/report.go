@@ -64,15 +64,6 @@ func (r *Report) keep(libs []string) []string {
 	return out
 }
 
-// ChartLibs lists every library that has a bar somewhere.
-func (r *Report) ChartLibs() []string {
-	out := append([]string(nil), r.Libs...)
-	for _, s := range r.Scenarios {
-		out = append(out, r.Extra[s]...)
-	}
-	return out
-}
-
 // Add records one result.
 func (r *Report) Add(scen string, res Result) {
 	if r.Results[scen] == nil {
@@ -161,6 +152,7 @@ var (
 	mHold     = metric{name: "mean hold (measured)", get: func(r Result) float64 { return float64(r.HoldMean) }, format: fmtDur}
 	mP50      = metric{name: "hand-over p50", get: func(r Result) float64 { return float64(r.P50) }, format: fmtDur, lowerBetter: true, ratio: true}
 	mP90      = metric{name: "hand-over p90", get: func(r Result) float64 { return float64(r.P90) }, format: fmtDur, lowerBetter: true, ratio: true}
+	mRelease  = metric{name: "holder's release call p50", get: func(r Result) float64 { return float64(r.ReleaseP50) }, format: fmtDur, lowerBetter: true, ratio: true}
 	mCmds     = metric{name: "Redis commands / hand-over (all, INFO commandstats)", get: func(r Result) float64 { return r.CmdsPerRound }, format: fmtF(1)}
 	mTop      = metric{name: "… sent by clients (MONITOR)", get: func(r Result) float64 { return r.TopPerRound }, format: fmtF(1)}
 	mInScript = metric{name: "… run inside Lua scripts (MONITOR)", get: func(r Result) float64 { return r.InScriptRound }, format: fmtF(1)}
@@ -182,7 +174,7 @@ func metrics(scen string) []metric {
 	case ScenD:
 		return []metric{mChanges, mAcq, mFair, mViol, mHold, mErrs}
 	case ScenE:
-		return []metric{mP50, mP90, mCmds, mTop, mInScript, mViol, mRounds}
+		return []metric{mP50, mP90, mRelease, mCmds, mTop, mInScript, mViol, mRounds}
 	}
 	return nil
 }
@@ -226,43 +218,20 @@ func (r *Report) RatioTo(scen, lib, base string, m metric) float64 {
 	return Median(out)
 }
 
-// Headline is the ratio charted for a scenario, higher is better.
-func (r *Report) Headline(scen, lib string) float64 {
-	ms := metrics(scen)
-	if len(ms) == 0 {
-		return math.NaN()
-	}
-	v := r.Ratio(scen, lib, ms[0])
-	if ms[0].lowerBetter && v > 0 {
-		return 1 / v
-	}
-	return v
-}
-
-func headlineLabel(scen string, c Config) string {
-	t := ScenarioTitle(scen, c)
-	switch scen {
-	case ScenA, ScenB:
-		return t + ": acquire+release/s"
-	case ScenC, ScenD:
-		return t + ": owner changes/s"
-	case ScenE:
-		return t + ": baseline p50 / p50"
-	}
-	return t
-}
-
-// ChartGroups returns the headline ratios of every timed scenario.
-func (r *Report) ChartGroups() []ChartGroup {
-	var gs []ChartGroup
+// ChartPanels returns a panel per timed scenario: its headline metric for
+// every library that has it, the baseline first.
+func (r *Report) ChartPanels() []ChartPanel {
+	var ps []ChartPanel
 	for _, s := range r.timedScenarios() {
-		g := ChartGroup{Label: headlineLabel(s, r.Cfg), Ratios: map[string]float64{}}
+		m := metrics(s)[0]
+		p := ChartPanel{Title: ScenarioTitle(s, r.Cfg), Metric: m.name, LowerBetter: m.lowerBetter}
 		for _, l := range r.LibsFor(s) {
-			g.Ratios[l] = r.Headline(s, l)
+			v := r.Value(s, l, m)
+			p.Bars = append(p.Bars, ChartBar{Lib: l, Value: v, Text: m.format(v), Ratio: r.Ratio(s, l, m)})
 		}
-		gs = append(gs, g)
+		ps = append(ps, p)
 	}
-	return gs
+	return ps
 }
 
 // Markdown renders the report.

@@ -76,6 +76,9 @@ type Result struct {
 	TopPerRound   float64   // commands the clients sent (MONITOR pass)
 	InScriptRound float64   // commands run by Lua scripts (MONITOR pass)
 	Br            Breakdown // medians of traced rounds (distlock, raw pub/sub)
+	// ReleaseP50 is the p50 of the holder's release call (its Unlock)
+	// over the timed rounds, the waiter blocked in another process.
+	ReleaseP50 time.Duration
 
 	// ParOpsPerS is the second figure of scenarios g and i: acquire+release per second
 	// of Config.Parallel goroutines on their own keys (OpsPerS is one
@@ -428,6 +431,8 @@ type Handover struct {
 	g     *Guard
 	p     *Proc
 	pause time.Duration
+
+	lastRelease time.Duration // the last round's release call
 }
 
 // NewHandover starts the waiter process and makes two untimed rounds, so
@@ -465,6 +470,10 @@ func (h *Handover) Round() (time.Duration, error) {
 	return lat, err
 }
 
+// A Round's holder release call is timed too: LastRelease is the last
+// one's length.
+func (h *Handover) LastRelease() time.Duration { return h.lastRelease }
+
 // TracedRound makes one hand-over with the waiter's steps timed (for
 // distlock, its FairMutex and the raw pub/sub reference; a zero Breakdown
 // otherwise, or when a step was not seen).
@@ -497,6 +506,7 @@ func (h *Handover) round(trace bool) (time.Duration, Breakdown, error) {
 		return 0, br, fmt.Errorf("holder release: %w", err)
 	}
 	rel := time.Now().UnixNano()
+	h.lastRelease = time.Duration(rel - t0)
 	line, err := h.p.Read(30 * time.Second)
 	if err != nil {
 		return 0, br, err
@@ -543,7 +553,7 @@ func runHandover(lib, addr string, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var lats []time.Duration
+	var lats, rels []time.Duration
 	start := time.Now()
 	budget := 3 * c.Duration // bounds slow pollers (redsync sleeps 50-250 ms)
 	for len(lats) < c.Rounds && (len(lats) < 3 || time.Since(start) < budget) {
@@ -552,6 +562,7 @@ func runHandover(lib, addr string, c Config) (Result, error) {
 			return Result{}, err
 		}
 		lats = append(lats, lat)
+		rels = append(rels, h.LastRelease())
 	}
 	after, err := ReadCommandStats(ctx, stats)
 	if err != nil {
@@ -560,7 +571,7 @@ func runHandover(lib, addr string, c Config) (Result, error) {
 	n := len(lats)
 	res := Result{
 		Lib: lib, Elapsed: time.Since(start), Rounds: n,
-		P50: Percentile(lats, 50), P90: Percentile(lats, 90),
+		P50: Percentile(lats, 50), P90: Percentile(lats, 90), ReleaseP50: Percentile(rels, 50),
 		CmdsPerRound: float64(after.Delta(before).Total()) / float64(n),
 	}
 	if c.CountRounds > 0 {

@@ -1,13 +1,15 @@
 -- acquire.lua: take a plain mutex, or add a hold to a lock this owner
 -- already has (the re-entry of a fair mutex comes here too). lib.lua is
--- prepended; its header describes the keys and the lock hash.
+-- prepended (not queue.lua); its header describes the lock hash.
 --
--- KEYS[1..6]  L, F, Q, QT, QI, H (Q only looked at, see below)
--- KEYS[7]  the abandonment mark of this owner  {name}:abandoned:<owner>
+-- KEYS[1]  L, the lock hash
+-- KEYS[2]  F, the fencing counter
+-- KEYS[3]  Q, the queue of a fair or read-write lock (only looked at: a
+--          name with a queue is in use by a queued kind)
+-- KEYS[4]  the abandonment mark of this owner  {name}:abandoned:<owner>
 --          (see abandon.lua): while it exists, this owner never takes the
 --          lock, so an acquisition that reaches Redis after its attempt
 --          was given up takes nothing
--- KEYS[8]  C (unused)
 -- ARGV[1]  owner id (128 random bits per acquisition, hex)
 -- ARGV[2]  hold id (unique within the owner)
 -- ARGV[3]  lease in ms
@@ -22,6 +24,12 @@
 -- {0, pttl} with the current holder's remaining lease in ms, or {-1} when
 -- the name belongs to another kind (a fair mutex or a read-write lock,
 -- held or with a queue): kinds never mix, and that lock is left untouched.
+
+-- The common case first: nothing of the name exists (no holder, no queue)
+-- and the owner was not abandoned.
+if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0 then
+  return {1, plain_take(KEYS, ARGV[4], ARGV[1], ARGV[2], ARGV[3], ARGV[5], ARGV[6], ARGV[8]), 1}
+end
 
 local state = redis.call('HMGET', KEYS[1], 'owner', 'kind')
 local owner = state[1]
@@ -46,7 +54,7 @@ if state[2] or (owner == false and redis.call('EXISTS', KEYS[3]) == 1) then
 end
 
 if owner == false then
-  if redis.call('GET', KEYS[7]) then
+  if redis.call('EXISTS', KEYS[4]) == 1 then
     return {0, -2}
   end
   return {1, plain_take(KEYS, ARGV[4], ARGV[1], ARGV[2], ARGV[3], ARGV[5], ARGV[6], ARGV[8]), 1}

@@ -41,7 +41,14 @@ if kind == 'elect' then
   side = 'e'
 end
 
-if redis.call('GET', k[7]) then
+-- The common case first: nothing of the name exists (no holder, no
+-- queue) and the owner was not abandoned: it takes the lock.
+if redis.call('EXISTS', k[1], k[3], k[7]) == 0 then
+  local token = fair_take(k, retention, owner, lease, lease, seq, pid, host, clock(), kind, value, mode)
+  return {1, token, 1, tonumber(seq), lease}
+end
+
+if redis.call('EXISTS', k[7]) == 1 then
   return {0, -2}
 end
 local now, now_us = clock()

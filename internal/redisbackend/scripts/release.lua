@@ -43,7 +43,8 @@ local function not_owner()
   return 0
 end
 
-local state = redis.call('HMGET', k[1], 'owner', 'holds', 'kind')
+local field = 'h:' .. owner .. ':' .. hold -- a mutex's hold
+local state = redis.call('HMGET', k[1], 'owner', 'holds', 'kind', field)
 if state[3] == 'rw' or state[3] == 'sem' then
   local now = clock()
   shared_purge(k, now)
@@ -78,8 +79,7 @@ if state[1] ~= owner then
   return not_owner()
 end
 if hold ~= '0' then
-  local field = 'h:' .. owner .. ':' .. hold
-  if redis.call('HGET', k[1], field) == false then
+  if state[4] == false then
     return -1
   end
   if tonumber(state[2]) > 1 then
