@@ -21,54 +21,63 @@ type reply[T any] struct {
 // A node that has not answered within timeout counts as failed (an error
 // wrapping ErrBackend): fanOut keeps that bound itself, since go-redis
 // bounds a read by its ReadTimeout, not by the context's deadline, unless
-// ContextTimeoutEnabled is set. The request itself runs on under a context
-// of its own (ctx's values without its cancellation, and timeout): it may
-// be applied whether or not anyone waits for it. A reply that comes after
-// the outcome was decided goes to late, if not nil, in the background
-// (Close waits for it and for every request).
+// ContextTimeoutEnabled is set. The requests run on under a context of
+// their own (ctx's values without its cancellation, and timeout): a
+// request may be applied whether or not anyone waits for it. A reply that
+// comes after the outcome was decided (or after its node was counted as
+// failed) goes to late, if not nil, in the background; Close waits for it
+// and for every request.
 func fanOut[T any](b *Backend, ctx context.Context, timeout time.Duration,
 	op func(ctx context.Context, n node) (T, error), decide func(reply[T]) bool, late func(reply[T])) {
-	replies := make(chan reply[T], len(b.nodes))
-	base := context.WithoutCancel(ctx)
-	for i, n := range b.nodes {
-		b.bg.Add(2)
-		done := make(chan reply[T], 1)
+	n := len(b.nodes)
+	replies := make(chan reply[T], n)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	b.bg.Add(n)
+	for i, nd := range b.nodes {
 		go func() {
 			defer b.bg.Done()
-			nctx, cancel := context.WithTimeout(base, timeout)
-			defer cancel()
-			v, err := op(nctx, n)
-			done <- reply[T]{node: i, val: v, err: err}
-		}()
-		go func() {
-			defer b.bg.Done()
-			t := time.NewTimer(timeout)
-			defer t.Stop()
-			select {
-			case r := <-done:
-				replies <- r
-			case <-t.C:
-				replies <- reply[T]{node: i, err: fmt.Errorf("%w: master %s: no reply within %v", engine.ErrBackend, n.addr, timeout)}
-			}
+			v, err := op(rctx, nd)
+			replies <- reply[T]{node: i, val: v, err: err}
 		}()
 	}
-	left := len(b.nodes)
-	for left > 0 {
-		r := <-replies
-		left--
-		if decide(r) {
-			break
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	counted := make([]bool, n) // decided on: replied, or timed out
+	received, left := 0, n
+	decided := false
+	for left > 0 && !decided {
+		select {
+		case r := <-replies:
+			received++
+			if counted[r.node] {
+				if late != nil {
+					late(r)
+				}
+				continue
+			}
+			counted[r.node] = true
+			left--
+			decided = decide(r)
+		case <-timer.C:
+			for i := 0; i < n && !decided; i++ {
+				if !counted[i] {
+					counted[i] = true
+					left--
+					decided = decide(reply[T]{node: i, err: fmt.Errorf("%w: master %s: no reply within %v", engine.ErrBackend, b.nodes[i].addr, timeout)})
+				}
+			}
 		}
 	}
-	if left == 0 {
+	if received == n {
+		cancel()
 		return
 	}
 	b.bg.Add(1)
 	go func() {
 		defer b.bg.Done()
-		for ; left > 0; left-- {
-			r := <-replies
-			if late != nil {
+		defer cancel()
+		for ; received < n; received++ {
+			if r := <-replies; late != nil {
 				late(r)
 			}
 		}
