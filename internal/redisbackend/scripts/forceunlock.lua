@@ -1,7 +1,7 @@
--- forceunlock.lua: delete a lock whoever holds it (every holder of a
--- shared lock); a fair mutex or a shared lock goes to the first in its
--- queue, a plain mutex's waiters are told. For operators; the holders
--- find out at their next renewal. lib.lua is prepended; its header
+-- forceunlock.lua: delete a lock whoever holds it (every holder of a shared
+-- lock); a fair mutex or a shared lock goes to the first in its queue, a
+-- plain mutex's waiters are told. For operators; the holders find out at
+-- their next renewal. lib.lua and queue.lua are prepended; lib.lua's header
 -- describes the keys.
 --
 -- KEYS[1..8]  L, F, Q, QT, QI, H, an abandonment mark (unused), C
