@@ -194,6 +194,7 @@ func TestChartAndReport(t *testing.T) {
 	}
 	md := rep.Markdown()
 	for _, want := range []string{"| (a) 1 goroutine", "(1.00×)", "hand-over p50", "#### Targets", "(a) distlock ≥ 0.95× raw baseline | 1.75× |",
+		"| (a) no Go peer faster than distlock | distlock 1.75×, rueidislock 4.75× of baseline | **missed** |",
 		"| distlock FairMutex |", "| (e) FairMutex hand-over p50 ≤ 1.0× spinning SET NX | 300 µs vs 100 µs: 3.00×", "| (e) FairMutex ≤ 10 Redis commands per hand-over |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

@@ -140,9 +140,16 @@ func (p *proc) wait() int {
 	select {
 	case <-p.done:
 	case <-time.After(testTimeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		p.t.Fatalf("distlock %q did not exit within %v; stderr:\n%s", p.cmd.Args[1:], testTimeout, p.errOut())
+		// SIGABRT (which distlock does not handle): the Go runtime writes
+		// every goroutine's stack to stderr, which says where it hangs.
+		_ = p.cmd.Process.Signal(syscall.SIGABRT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		p.t.Fatalf("distlock %q did not exit within %v; stderr (with its goroutines):\n%s", p.cmd.Args[1:], testTimeout, p.errOut())
 	}
 	return p.cmd.ProcessState.ExitCode()
 }

@@ -34,7 +34,7 @@ func (b *Backend) WatchLeader(ctx context.Context, name string, fn func(a Announ
 	})
 }
 
-// parseAnnouncement reads lib.lua's announce: a JSON object of strings
+// parseAnnouncement reads queue.lua's announce: a JSON object of strings
 // {term, value, host, pid, since}, or {} when nobody leads.
 func parseAnnouncement(payload string) Announcement {
 	var m struct {
@@ -51,7 +51,7 @@ func parseAnnouncement(payload string) Announcement {
 
 // OwnerID is how an owner id is shown (inspection, announcements): the
 // first 16 hex digits of its SHA-1, so that showing it does not let anyone
-// release the lock. lib.lua's announce computes the same.
+// release the lock. queue.lua's announce computes the same.
 func OwnerID(owner string) string {
 	sum := sha1.Sum([]byte(owner))
 	return hex.EncodeToString(sum[:8])

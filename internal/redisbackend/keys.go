@@ -35,9 +35,10 @@ func (k Keys) Holders(name string) string { return k.Lock(name) + ":h" }
 func (k Keys) Capacity(name string) string { return k.Lock(name) + ":cap" }
 
 // script returns the eight keys the lock scripts take, in the order they
-// take them (see scripts/lib.lua). owner names the abandonment mark, the
-// seventh; scripts without an owner get the mark of the empty owner, which
-// they do not use.
+// take them (see scripts/lib.lua; acquire.lua and release_plain.lua take
+// fewer, see plain). owner names the abandonment mark, the seventh;
+// scripts without an owner get the mark of the empty owner, which they do
+// not use.
 func (k Keys) script(name, owner string) []string {
 	return []string{k.Lock(name), k.Fence(name), k.Queue(name), k.QueueDeadlines(name), k.QueueInfo(name),
 		k.Holders(name), k.Abandoned(name, owner), k.Capacity(name)}

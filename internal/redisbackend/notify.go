@@ -296,7 +296,7 @@ func (n *notifier) follow(g *group) {
 
 // parseGrants reads a grant message of the lock scripts: 'g' and, for
 // each grant to an owner of this process, '<grantee> <token> <gseq>
-// <lease ms>' (lib.lua's grant_place). It returns nil for anything else (a
+// <lease ms>' (queue.lua's grant_place). It returns nil for anything else (a
 // release).
 func parseGrants(payload string) []engine.Notice {
 	f := strings.Fields(payload)

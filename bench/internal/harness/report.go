@@ -477,26 +477,41 @@ func (r *Report) targetsMarkdown(out *strings.Builder) {
 	b := &rows
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	has := func(s string) bool { return r.Results[s] != nil && r.Results[s][Distlock] != nil }
-	if has(ScenA) {
-		v := r.Ratio(ScenA, Distlock, mOps)
-		w("| (a) distlock ≥ 0.95× raw baseline | %.2f× | %s |\n", v, verdict(v >= 0.95))
-	}
-	if has(ScenB) && r.Results[ScenB][Rueidislock] != nil {
-		d, q := r.Ratio(ScenB, Distlock, mOps), r.Ratio(ScenB, Rueidislock, mOps)
-		w("| (b) distlock ≥ 2× rueidislock | %.2f× (%.2f× vs %.2f× of baseline) | %s |\n", d/q, d, q, verdict(d/q >= 2))
-	}
-	if has(ScenD) {
+	// fastestPeer is the Go peer with the highest median ratio to the
+	// baseline in scen, by metric m.
+	fastestPeer := func(scen string, m metric) (string, float64) {
 		best, bestLib := 0.0, ""
 		for _, l := range []string{Redsync, Redislock, Rueidislock} {
-			if r.Results[ScenD][l] == nil {
+			if r.Results[scen][l] == nil {
 				continue
 			}
-			if v := r.Value(ScenD, l, mChanges); v > best {
+			if v := r.Ratio(scen, l, m); v > best {
 				best, bestLib = v, l
 			}
 		}
-		d := r.Value(ScenD, Distlock, mChanges)
-		if best > 0 {
+		return bestLib, best
+	}
+	if has(ScenA) {
+		v := r.Ratio(ScenA, Distlock, mOps)
+		w("| (a) distlock ≥ 0.95× raw baseline | %.2f× | %s |\n", v, verdict(v >= 0.95))
+		if l, p := fastestPeer(ScenA, mOps); l != "" {
+			w("| (a) no Go peer faster than distlock | distlock %.2f×, %s %.2f× of baseline | %s |\n", v, LibTitle(l), p, verdict(v >= p))
+		}
+		if c := r.Ratio(ScenA, Distlock, mSrvCPU); c > 0 {
+			w("| (a) redis-server CPU per pair ≤ 1.25× the baseline's | %s vs %s: %.2f× | %s |\n",
+				fmtMicros(r.Value(ScenA, Distlock, mSrvCPU)), fmtMicros(r.Value(ScenA, Raw, mSrvCPU)), c, verdict(c <= 1.25))
+		}
+	}
+	if has(ScenB) {
+		d := r.Ratio(ScenB, Distlock, mOps)
+		if l, p := fastestPeer(ScenB, mOps); l != "" {
+			w("| (b) distlock ahead of every Go peer | distlock %.2f×, %s %.2f× of baseline | %s |\n", d, LibTitle(l), p, verdict(d > p))
+		}
+	}
+	if has(ScenD) {
+		bestLib, _ := fastestPeer(ScenD, mChanges)
+		best, d := r.Value(ScenD, bestLib, mChanges), r.Value(ScenD, Distlock, mChanges)
+		if bestLib != "" && best > 0 {
 			w("| (d) owner changes/s ≥ 3× best peer | %s/s vs %s/s (%s): %.2f× | %s |\n", groupDigits(d), groupDigits(best), LibTitle(bestLib), d/best, verdict(d >= 3*best))
 		}
 	}
@@ -507,6 +522,14 @@ func (r *Report) targetsMarkdown(out *strings.Builder) {
 			ref = fmt.Sprintf(" (the raw pub/sub reference: %s, %.2f×)", fmtDur(r.Value(ScenE, RawPubSub, mP50)), r.Ratio(ScenE, RawPubSub, mP50))
 		}
 		w("| (e) hand-over p50 ≤ 1.0× spinning SET NX | %s vs %s: %.2f×%s | %s |\n", fmtDur(r.Value(ScenE, Distlock, mP50)), fmtDur(r.Value(ScenE, Raw, mP50)), v, ref, verdict(v <= 1.0))
+		if rel := r.Ratio(ScenE, Distlock, mRelease); rel > 0 {
+			ref := ""
+			if r.Results[ScenE][RawPubSub] != nil {
+				ref = fmt.Sprintf(" (the raw pub/sub reference: %s, %.2f×)", fmtDur(r.Value(ScenE, RawPubSub, mRelease)), r.Ratio(ScenE, RawPubSub, mRelease))
+			}
+			w("| (e) holder's release call p50 ≤ 1.5× the baseline's | %s vs %s: %.2f×%s | %s |\n",
+				fmtDur(r.Value(ScenE, Distlock, mRelease)), fmtDur(r.Value(ScenE, Raw, mRelease)), rel, ref, verdict(rel <= 1.5))
+		}
 		top := r.Value(ScenE, Distlock, mTop)
 		all := r.Value(ScenE, Distlock, mCmds)
 		w("| (e) ≤ 10 Redis commands per hand-over | %.1f sent by clients; %.1f counting those inside scripts | %s (as sent) / %s (incl. scripts) |\n", top, all, verdict(top <= 10), verdict(all <= 10))

@@ -1,12 +1,12 @@
 -- abandon.lua: give up an owner for good. The engine runs it for every
 -- acquisition attempt whose outcome it does not use (cancelled, failed, or
--- answered too late), for a waiter that gave up its place, and for holds
--- it lost track of: whatever the owner holds is released (a fair mutex or
--- a shared lock to the next in line), its place in a queue is removed,
--- and a request of that owner still on its way (a lost reply, a request
--- held up in the network or in a frozen Redis, a client library's own
--- retry) takes nothing when it lands. lib.lua is prepended; its header
--- describes the keys.
+-- answered too late), for a waiter that gave up its place, and for holds it
+-- lost track of: whatever the owner holds is released (a fair mutex or a
+-- shared lock to the next in line), its place in a queue is removed, and a
+-- request of that owner still on its way (a lost reply, a request held up
+-- in the network or in a frozen Redis, a client library's own retry) takes
+-- nothing when it lands. lib.lua and queue.lua are prepended; lib.lua's
+-- header describes the keys.
 --
 -- KEYS[1..6]  L, F, Q, QT, QI, H
 -- KEYS[7]  the abandonment mark of the owner  {name}:abandoned:<owner>

@@ -1,6 +1,6 @@
 -- fair_acquire.lua: take a fair mutex or lead an election, or join its
--- queue. lib.lua is prepended; its header describes the keys, the lock hash
--- and the queue.
+-- queue. lib.lua and queue.lua are prepended; lib.lua's header describes
+-- the keys, the lock hash and the queue.
 --
 -- KEYS[1..6]  L, F, Q, QT, QI, H
 -- KEYS[7]  the abandonment mark of this owner (see abandon.lua)

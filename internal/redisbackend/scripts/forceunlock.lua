@@ -1,7 +1,8 @@
 -- forceunlock.lua: delete a lock whoever holds it (every holder of a
 -- shared lock); a fair mutex or a shared lock goes to the first in its
 -- queue, a plain mutex's waiters are told, and so is each holder's
--- process. lib.lua is prepended; its header describes the keys.
+-- process. lib.lua and queue.lua are prepended; lib.lua's header describes
+-- the keys.
 --
 -- KEYS[1..8]  L, F, Q, QT, QI, H, an abandonment mark (unused), C
 -- ARGV[1]  release channel

@@ -1,7 +1,7 @@
 -- refresh.lua: keep the places of many waiters (fair mutexes, read-write
 -- locks, semaphores) in one call, batched with renewals, and tell each
--- whether it holds the lock now. lib.lua is prepended; its header
--- describes the keys and the queue.
+-- whether it holds the lock now. lib.lua and queue.lua are prepended;
+-- lib.lua's header describes the keys and the queue.
 --
 -- For waiter i (from 1), with k = 8(i-1) and a = 7(i-1):
 -- KEYS[k+1..k+6]  L, F, Q, QT, QI, H of its lock

@@ -1,8 +1,10 @@
--- release.lua: remove one hold of an owner, or all of them; when the
--- owner has none left it lets go of the lock: a plain mutex is free and
--- its waiters are told, a fair mutex or a shared lock (read-write lock,
--- semaphore) goes to the first in its queue that it admits. lib.lua is
--- prepended; its header describes the keys and the lock hash.
+-- release.lua: remove one hold of an owner, or all of them; when the owner
+-- has none left it lets go of the lock: a plain mutex is free and its
+-- waiters are told, a fair mutex or a shared lock (read-write lock,
+-- semaphore) goes to the first in its queue that it admits. lib.lua and
+-- queue.lua are prepended; lib.lua's header describes the keys and the lock
+-- hash. A plain mutex's owner is released by release_plain.lua, which
+-- does the same for that kind in fewer steps.
 --
 -- KEYS[1..8]  L, F, Q, QT, QI, H, the owner's abandonment mark (unused), C
 -- ARGV[1]  owner id

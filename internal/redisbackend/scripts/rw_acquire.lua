@@ -1,7 +1,7 @@
--- rw_acquire.lua: take the read or the write side of a read-write lock,
--- add a hold to a side the owner holds, or join the lock's queue. lib.lua
--- is prepended; its header describes the keys, the lock hash, the holders
--- and the queue.
+-- rw_acquire.lua: take the read or the write side of a read-write lock, add
+-- a hold to a side the owner holds, or join the lock's queue. lib.lua and
+-- queue.lua are prepended; lib.lua's header describes the keys, the lock
+-- hash, the holders and the queue.
 --
 -- Any number of owners read, or one writes. Readers and writers wait in
 -- one queue, in arrival order: a reader that arrives while a writer waits

@@ -1,6 +1,6 @@
 -- sem_acquire.lua: take permits of a semaphore, or join its queue. lib.lua
--- is prepended; its header describes the keys, the lock hash, the holders
--- and the queue.
+-- and queue.lua are prepended; lib.lua's header describes the keys, the
+-- lock hash, the holders and the queue.
 --
 -- Every acquisition is an owner of its own, holding n permits with a lease
 -- of its own: the permits come back when it releases them, or when its

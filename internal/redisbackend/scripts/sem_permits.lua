@@ -3,8 +3,8 @@
 -- once; shrinking it revokes nothing: holders keep their permits, and new
 -- acquisitions wait until the permits held fall low enough. A waiter that
 -- asks for more permits than the new capacity loses its place (it could
--- never be granted): at its next refresh it asks again and is refused. lib.lua is
--- prepended; its header describes the keys.
+-- never be granted): at its next refresh it asks again and is refused.
+-- lib.lua and queue.lua are prepended; lib.lua's header describes the keys.
 --
 -- KEYS[1..8]  L, F, Q, QT, QI, H, an abandonment mark (unused), C
 -- ARGV[1]  the new capacity

@@ -1,7 +1,7 @@
 -- shared_renew.lua: extend the leases of many holders of shared locks
--- (read-write locks and semaphores) in one call (the watchdog, and
--- Extend). lib.lua is prepended; its header describes the lock hash and
--- the holders.
+-- (read-write locks and semaphores) in one call (the watchdog, and Extend).
+-- lib.lua and queue.lua are prepended; lib.lua's header describes the lock
+-- hash and the holders.
 --
 -- For holder i (from 1):
 -- KEYS[2i-1]    the lock hash L, KEYS[2i] its holders H (one cluster slot)
