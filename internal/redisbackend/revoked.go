@@ -14,10 +14,19 @@ import (
 // ForceUnlock tells a holder's process that its lock is gone, and passes
 // each notice to fn, until stop is called. Every Backend of the process
 // hears the notices of all of them. It returns once Redis confirmed the
-// subscription. The channel is not a lock's: on a Cluster it is a classic
-// subscription, which every node's PUBLISH reaches.
+// subscription. On a standalone or Sentinel client it shares the
+// connection of the release channels; on a Cluster, where those are
+// sharded, it is a classic subscription of its own, which every node's
+// PUBLISH reaches (the channel is not a lock's).
 func (b *Backend) WatchRevoked(ctx context.Context, fn func(name, grantee string)) (func(), error) {
 	channel := b.cfg.Keys.HolderChannel(b.cfg.Host, b.pid)
+	if !b.sharded {
+		return b.notify.watch(ctx, channel, func(payload string, _ bool) {
+			if grantee, name, ok := strings.Cut(payload, "\n"); ok {
+				fn(name, grantee)
+			}
+		})
+	}
 	ps := b.rdb.Subscribe(ctx)
 	if err := ps.Subscribe(ctx, channel); err != nil {
 		_ = ps.Close()

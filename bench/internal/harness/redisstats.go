@@ -116,9 +116,9 @@ func ServerCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
 	return time.Duration(total * float64(time.Second)), nil
 }
 
-// PubSubClients counts the connections in pub/sub mode (CLIENT LIST TYPE
-// pubsub).
-func PubSubClients(ctx context.Context, rdb *redis.Client) (int, error) {
+// PubSubClients counts the connections named name (CLIENT SETNAME) that
+// are in pub/sub mode.
+func PubSubClients(ctx context.Context, rdb *redis.Client, name string) (int, error) {
 	s, err := rdb.ClientList(ctx).Result()
 	if err != nil {
 		return 0, err
@@ -127,7 +127,7 @@ func PubSubClients(ctx context.Context, rdb *redis.Client) (int, error) {
 	for _, line := range strings.Split(s, "\n") {
 		// A connection in pub/sub mode has the P flag (RESP2) or
 		// subscriptions (RESP3 clients are not flagged P).
-		if line == "" {
+		if line == "" || !strings.Contains(line, " name="+name+" ") {
 			continue
 		}
 		if strings.Contains(line, " flags=P") || fieldPositive(line, "sub=") || fieldPositive(line, "psub=") || fieldPositive(line, "ssub=") {

@@ -240,7 +240,7 @@ type WaitersResult struct {
 	SetupSecs       float64 // until every waiter waits
 	HeapPerWaiter   float64 // bytes of Go heap per waiting goroutine, after GC
 	StackPerWaiter  float64 // bytes of goroutine stack per waiter (the caller's goroutine)
-	PubSubConns     int     // connections in pub/sub mode on the server
+	PubSubConns     int     // the waiting client's connections in pub/sub mode on the server
 	Channels        int     // channels subscribed
 	DrainSecs       float64 // from releasing the keys until every waiter had the lock once
 	CmdsPerHandover float64 // commands Redis ran during the drain, per acquisition
@@ -258,7 +258,9 @@ func runWaiters(addr string, cfg ScaleConfig) (WaitersResult, error) {
 	defer cancel()
 	hrdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer hrdb.Close()
-	wrdb := redis.NewClient(&redis.Options{Addr: addr})
+	// Named, so that its subscription connections are told from the
+	// holder's (which hears force-unlock notices on one).
+	wrdb := redis.NewClient(&redis.Options{Addr: addr, ClientName: waitersClientName})
 	defer wrdb.Close()
 	stats := redis.NewClient(&redis.Options{Addr: addr})
 	defer stats.Close()
@@ -320,7 +322,7 @@ func runWaiters(addr string, cfg ScaleConfig) (WaitersResult, error) {
 	res.HeapPerWaiter = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(cfg.Waiters)
 	res.StackPerWaiter = (float64(m1.StackInuse) - float64(m0.StackInuse)) / float64(cfg.Waiters)
 	var err error
-	if res.PubSubConns, err = PubSubClients(ctx, stats); err != nil {
+	if res.PubSubConns, err = PubSubClients(ctx, stats, waitersClientName); err != nil {
 		return res, err
 	}
 	chans, err := stats.PubSubChannels(ctx, "*").Result()
@@ -389,3 +391,7 @@ func RunScale(addr string, cfg ScaleConfig) (ScaleResult, WaitersResult, error) 
 	}
 	return sr, wr, nil
 }
+
+// waitersClientName names the connections of the waiting client of the
+// waiters half of scenario f (CLIENT SETNAME).
+const waitersClientName = "lockbench-waiters"
