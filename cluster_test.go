@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,6 +194,7 @@ func TestClusterFair(t *testing.T) {
 		held = append(held, l)
 	}
 	order := make(chan string, 2*names)
+	var unlocked sync.WaitGroup // the waiters' Unlocks end before their clients close
 	var waiters []*distlock.Client
 	for w := 0; w < 2; w++ {
 		queued := make(chan struct{}, names)
@@ -204,7 +206,9 @@ func TestClusterFair(t *testing.T) {
 		defer c.Close()
 		waiters = append(waiters, c)
 		for i := 0; i < names; i++ {
+			unlocked.Add(1)
 			go func() {
+				defer unlocked.Done()
 				name := fmt.Sprint("f", i)
 				l, err := c.FairMutex(name, opts...).Lock(ctx)
 				if err != nil {
@@ -253,6 +257,7 @@ func TestClusterFair(t *testing.T) {
 		}
 		next[name]++
 	}
+	unlocked.Wait()
 }
 
 // A multi-lock on a Cluster whose members live in several slots: taken
