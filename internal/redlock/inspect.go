@@ -1,9 +1,9 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"slices"
-	"time"
 
 	"github.com/distlock/distlock/internal/redisbackend"
 )
@@ -36,7 +36,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (redisbackend.State,
 			continue
 		}
 		// Held until fewer than a quorum of these leases are left.
-		slices.SortFunc(hs, func(x, y redisbackend.Holder) int { return -cmpDuration(x.TTL, y.TTL) })
+		slices.SortFunc(hs, func(x, y redisbackend.Holder) int { return cmp.Compare(y.TTL, x.TTL) })
 		h := hs[b.quorum-1]
 		for _, o := range hs {
 			h.Token = max(h.Token, o.Token)
@@ -44,16 +44,6 @@ func (b *Backend) Inspect(ctx context.Context, name string) (redisbackend.State,
 		out.Kind, out.TTL, out.Holders = redisbackend.KindMutex, h.TTL, []redisbackend.Holder{h}
 	}
 	return out, nil
-}
-
-func cmpDuration(x, y time.Duration) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // ForceUnlock deletes the lock on every node, whoever holds it, and

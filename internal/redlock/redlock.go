@@ -85,11 +85,6 @@ func (b *Backend) Close() error {
 	return errors.Join(errs...)
 }
 
-// Nodes and Quorum are how many masters there are and how many make a
-// majority.
-func (b *Backend) Nodes() int  { return len(b.nodes) }
-func (b *Backend) Quorum() int { return b.quorum }
-
 // nodeTimeout bounds one node's part of a request about a lease of lease:
 // small against the lease, so that a node that does not answer costs a
 // small part of it (a tenth, between 10 ms and a second).
