@@ -117,6 +117,8 @@ func TestLeaseContextCancelledOnTakeover(t *testing.T) {
 					t.Fatalf("the loser touched the new owner's lock: owner %q", owner)
 				}
 			}
+			// The Lost event follows the cancellation of the lease context.
+			ev.await(distlock.EventLost, 1)
 			if ev.count(distlock.EventLost) != 1 {
 				t.Fatalf("%d Lost events, want 1", ev.count(distlock.EventLost))
 			}

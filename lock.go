@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"time"
 
 	"github.com/distlock/distlock/internal/engine"
 	"github.com/distlock/distlock/internal/redisbackend"
@@ -49,6 +50,17 @@ func (lk *lock) forceUnlock(ctx context.Context) (bool, error) {
 	return lk.c.backend.ForceUnlock(ctx, lk.name)
 }
 
+// revoke revokes the lock whoever holds it, without freeing it.
+func (lk *lock) revoke(ctx context.Context) (time.Duration, error) {
+	if lk.err != nil {
+		return 0, lk.err
+	}
+	if err := lk.c.usable(); err != nil {
+		return 0, err
+	}
+	return lk.c.backend.Revoke(ctx, lk.name)
+}
+
 // A Kind is the kind of lock a name is in use as. A name is used by one
 // kind at a time: acquiring it as another kind fails with ErrWrongKind.
 type Kind string
@@ -82,5 +94,5 @@ func kindOf(k string) Kind {
 
 // holder describes a holder without its secret owner id.
 func holder(h redisbackend.Holder) Holder {
-	return Holder{ID: redisbackend.OwnerID(h.Owner), Host: h.Host, PID: h.PID, Since: h.Since}
+	return Holder{ID: redisbackend.OwnerID(h.Owner), Host: h.Host, PID: h.PID, Since: h.Since, Revoked: h.Revoked}
 }

@@ -96,6 +96,10 @@ type Holder struct {
 	// mutex, by the Redis server's clock for a fair one (which is granted
 	// inside another owner's release).
 	Since time.Time
+	// Revoked: an operator revoked the lock (Revoke). The owner has been
+	// told to stop, its renewals are refused, and the lock ends with its
+	// release or its lease, whichever comes first.
+	Revoked bool
 }
 
 // Inspect reads the lock's state in one round trip.
@@ -123,7 +127,25 @@ func (m *Mutex) Inspect(ctx context.Context) (LockInfo, error) {
 // lock or a semaphore loses it, the first waiters in line being let in.
 // It is for operators. Each holder's process is told, and the holder's
 // lease context is cancelled with ErrLockLost within about one round trip
-// (if that notice is lost, at its next renewal); until the holder's code
-// stops, two processes may both act under the lock. It reports whether the
+// (if that notice is lost, at its next renewal); but the lock is free at
+// once, so until the holder's code stops, two processes may both act
+// under the lock. Revoke does not have that gap. It reports whether the
 // lock was held.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.forceUnlock(ctx) }
+
+// Revoke takes the lock away from whoever holds it, without letting
+// anyone else in before the holder has stopped. Each holder's process is
+// told, and the holder's lease context is cancelled with ErrLockLost
+// within about one round trip; its renewals are refused from then on (so
+// a holder that missed the notice learns of it at its next renewal). The
+// lock stays held until the holder releases it, which Unlock does even
+// after the loss, or until the holder's current lease runs out (a holder
+// that is dead or cut off from Redis). Nobody else holds the lock while a
+// holder that stops within its lease still works: the overlap of
+// ForceUnlock is gone, at the cost of waiting for the holder.
+//
+// It works on a name of any kind, as ForceUnlock does. It is for
+// operators. It returns the longest the lock may stay held: the
+// remaining lease of its holder (the longest of several holders), 0 if the
+// lock was not held.
+func (m *Mutex) Revoke(ctx context.Context) (time.Duration, error) { return m.revoke(ctx) }

@@ -150,7 +150,18 @@ func (m *RWMutex) Inspect(ctx context.Context) (RWLockInfo, error) {
 }
 
 // ForceUnlock deletes the lock whoever holds it, every reader and the
-// writer, and lets the next in the queue in. It is for operators: the
-// holders learn of it at their next renewal (their lease contexts are then
-// cancelled with ErrLockLost). It reports whether anyone held the lock.
+// writer, and lets the next in the queue in. It is for operators. Each
+// holder's process is told, and its lease context is cancelled with
+// ErrLockLost within about one round trip (if that notice is lost, at its
+// next renewal); until the holders' code stops, they may overlap the next
+// holder. It reports whether anyone held the lock.
 func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) { return m.forceUnlock(ctx) }
+
+// Revoke takes the lock away from every reader and the writer without
+// letting anyone else in before they have stopped, as Mutex.Revoke does:
+// their lease contexts are cancelled with ErrLockLost within about one
+// round trip, their renewals are refused, and the lock is let go to the
+// next in the queue once each holder has released it or its lease has run
+// out. It returns the longest remaining lease of a holder, 0 if nobody
+// held the lock.
+func (m *RWMutex) Revoke(ctx context.Context) (time.Duration, error) { return m.revoke(ctx) }

@@ -17,6 +17,7 @@ type store interface {
 	engine.Backend
 	Inspect(ctx context.Context, name string) (redisbackend.State, error)
 	ForceUnlock(ctx context.Context, name string) (bool, error)
+	Revoke(ctx context.Context, name string) (time.Duration, error)
 	List(ctx context.Context, pattern string) ([]string, error)
 	CheckOnce(ctx context.Context, name string, period time.Duration) (now uint64, rec redisbackend.Record, ok bool, err error)
 	RecordOnce(ctx context.Context, name string, rec redisbackend.Record, keep time.Duration) (bool, error)

@@ -6,7 +6,7 @@
 //	distlock run [flags] NAME -- COMMAND [ARGS...]
 //	distlock status [flags] NAME
 //	distlock list [flags] [PATTERN]
-//	distlock unlock --force [flags] NAME
+//	distlock unlock --force [--now] [flags] NAME
 //	distlock permits [flags] NAME N
 //	distlock demo [flags]
 //	distlock help [COMMAND]

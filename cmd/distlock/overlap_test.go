@@ -20,23 +20,25 @@ var overlapDefaults = flag.Bool("overlap.defaults", false,
 		"and the deletion of the lock, whose overlap it measures without judging it (about a minute)")
 
 // TestRunLossNoOverlap cuts a holder off from Redis, by a partition (a
-// proxy that stops forwarding) or by freezing Redis (SIGSTOP), while its
-// command runs, and has a second holder take the lock as soon as Redis
-// lets it. The first command records the time of each of its writes, the
-// second the time it starts: with the default --kill-grace (a third of
-// --ttl 3s here), the first must have made its last write before the
-// second starts, whether it exits soon after SIGTERM or ignores it and is
-// killed. With -overlap.defaults it runs with all of distlock's defaults,
-// and measures the deletion of the lock too, where an overlap cannot be
-// helped: run learns of a DEL only at its next renewal, and of a
-// force-unlock at once, and the next holder may start at once either way.
+// proxy that stops forwarding) or by freezing Redis (SIGSTOP), or revokes
+// its lock (unlock --force), while its command runs, and has a second
+// holder take the lock as soon as Redis lets it. The first command
+// records the time of each of its writes, the second the time it starts:
+// with the default --kill-grace (a third of --ttl 3s here), the first must
+// have made its last write before the second starts, whether it exits
+// soon after SIGTERM or ignores it and is killed. With -overlap.defaults
+// it runs with all of distlock's defaults, and measures the deletion of
+// the lock too (DEL, and unlock --force --now), where an overlap cannot
+// be helped: run learns of a DEL only at its next renewal, and of a
+// deletion by unlock at once, and the next holder may start at once
+// either way.
 func TestRunLossNoOverlap(t *testing.T) {
 	t.Parallel()
 	ttl, cleanup := []string{"--ttl", "3s"}, "0.5"
-	faults := []string{"partition", "freeze"}
+	faults := []string{"partition", "freeze", "revoke"}
 	if *overlapDefaults {
 		ttl, cleanup = nil, "1"
-		faults = append(faults, "delete", "force-unlock")
+		faults = append(faults, "delete", "force-unlock-now")
 	}
 	commands := []struct{ name, onTerm string }{
 		{"exits " + cleanup + "s after SIGTERM", `trap 'stamp; sleep ` + cleanup + `; stamp; exit 0' TERM`},
@@ -98,9 +100,16 @@ while :; do stamp; sleep 0.02; done`
 			t.Fatal(err)
 		}
 		next = startNext()
-	case "force-unlock":
+	case "revoke":
+		// The next holder waits from before the revocation: it may start
+		// the moment the lock is free.
+		next = startNext()
+		awaitWaiters(t, newClient(t, srv), "contested", 1)
 		awaitHolderWatch(t, srv, holder)
 		run(t, "unlock", "--redis", srv.URL(), "--force", "contested").wantCode(t, 0)
+	case "force-unlock-now":
+		awaitHolderWatch(t, srv, holder)
+		run(t, "unlock", "--redis", srv.URL(), "--force", "--now", "contested").wantCode(t, 0)
 		next = startNext()
 	}
 	if code := holder.wait(); code != exitLockLost {
@@ -111,7 +120,7 @@ while :; do stamp; sleep 0.02; done`
 	}
 	last := lastStamp(t, first)
 	began := lastStamp(t, second)
-	if fault == "delete" || fault == "force-unlock" {
+	if fault == "delete" || fault == "force-unlock-now" {
 		t.Logf("the first command wrote for %v after the second one started (%s)", last.Sub(began), holder.errOut())
 		return
 	}

@@ -126,10 +126,11 @@ the tree is COMMAND's process group). If processes that COMMAND started
 still run when it exits, run says so (unless --quiet) and holds the lock
 until they exit; with --kill-leftovers it stops them instead.
 
-If the lock is lost while COMMAND runs (a renewal found it gone, for
-example after "distlock unlock --force"), or its lease could not be
-renewed in time, run sends SIGTERM to every process of the tree, SIGKILL
-after --kill-grace, and exits with status 70. When renewals fail, the
+If the lock is lost while COMMAND runs ("distlock unlock --force" took
+it away, a renewal found it gone), or its lease could not be renewed in
+time, run sends SIGTERM to every process of the tree, SIGKILL after
+--kill-grace, and exits with status 70. After "distlock unlock --force"
+the lock stays held until run has stopped the tree and released it. When renewals fail, the
 SIGTERM is sent early enough that the SIGKILL lands before the lease can
 expire on the server; --kill-grace may thus be at most a third of --ttl.
 

@@ -194,9 +194,9 @@ func writeSemStatus(w io.Writer, info distlock.SemaphoreInfo) {
 	fmt.Fprintf(w, "in use:\t%d\n", permitsHeld(info))
 	fmt.Fprintf(w, "holders:\t%d\n", len(info.Holders))
 	for _, h := range info.Holders {
-		fmt.Fprintf(w, "holder:\t%s (id %s), since %s (%s ago), permits %d, ttl %s, token %d\n",
+		fmt.Fprintf(w, "holder:\t%s (id %s), since %s (%s ago), permits %d, ttl %s, token %d%s\n",
 			holderString(h.Holder), h.ID, h.Since.Format(time.RFC3339), formatAge(h.Since),
-			h.Permits, formatTTL(h.TTL), h.Token)
+			h.Permits, formatTTL(h.TTL), h.Token, revokedNote(h.Holder))
 	}
 	fmt.Fprintf(w, "last token:\t%d\n", info.LastToken)
 	if info.Waiters == 0 {
@@ -226,9 +226,9 @@ func writeRWStatus(w io.Writer, info distlock.RWLockInfo) {
 		fmt.Fprintf(w, "readers:\t%d\n", len(info.Readers))
 	}
 	for _, h := range info.Readers {
-		fmt.Fprintf(w, "reader:\t%s (id %s), since %s (%s ago), holds %d, ttl %s, token %d\n",
+		fmt.Fprintf(w, "reader:\t%s (id %s), since %s (%s ago), holds %d, ttl %s, token %d%s\n",
 			holderString(h.Holder), h.ID, h.Since.Format(time.RFC3339), formatAge(h.Since),
-			h.Holds, formatTTL(h.TTL), h.Token)
+			h.Holds, formatTTL(h.TTL), h.Token, revokedNote(h.Holder))
 	}
 	fmt.Fprintf(w, "last token:\t%d\n", info.LastToken)
 	fmt.Fprintf(w, "queued:\t%s, %s\n", plural(info.QueuedReaders, "reader"), plural(info.QueuedWriters, "writer"))
@@ -242,6 +242,18 @@ func writeHolder(w io.Writer, role string, h distlock.Holder, holds int, ttl tim
 	fmt.Fprintf(w, "holds:\t%d\n", holds)
 	fmt.Fprintf(w, "ttl:\t%s\n", formatTTL(ttl))
 	fmt.Fprintf(w, "token:\t%d\n", token)
+	if h.Revoked {
+		fmt.Fprintf(w, "revoked:\tyes: the holder is told to stop; the lock ends with its release or its lease\n")
+	}
+}
+
+// revokedNote is what a one-line description of h ends with: ", revoked"
+// if the lock was revoked from h, nothing otherwise.
+func revokedNote(h distlock.Holder) string {
+	if h.Revoked {
+		return ", revoked"
+	}
+	return ""
 }
 
 // rwMode names the mode of a held read-write lock as run's flags do:
@@ -285,6 +297,9 @@ type holderState struct {
 	Host  string    `json:"host"`
 	PID   int       `json:"pid"`
 	Since time.Time `json:"since"`
+	// Revoked: unlock --force revoked the lock; it ends with this
+	// holder's release or lease.
+	Revoked bool `json:"revoked"`
 }
 
 // rwHolderState is the JSON form of a read-write lock's writer or reader:
@@ -307,7 +322,7 @@ type semHolderState struct {
 
 // newHolderState is the JSON form of h.
 func newHolderState(h distlock.Holder) *holderState {
-	return &holderState{ID: h.ID, Host: h.Host, PID: h.PID, Since: h.Since.UTC()}
+	return &holderState{ID: h.ID, Host: h.Host, PID: h.PID, Since: h.Since.UTC(), Revoked: h.Revoked}
 }
 
 // newRWHolderState is the JSON form of a read-write lock's writer or

@@ -179,8 +179,9 @@ func TestListWideNames(t *testing.T) {
 }
 
 // TestUnlockForce checks that unlock refuses without --force, and that with
-// it the lock is released, its waiter gets it, and its holder learns that
-// it lost it.
+// it the lock is released (after its holder's lease, since this holder
+// never unlocks), its waiter gets it, and its holder learns that it lost
+// it; and that with --now it is free at once.
 func TestUnlockForce(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -218,6 +219,44 @@ func TestUnlockForce(t *testing.T) {
 	if !strings.Contains(r.stdout, "was not locked") {
 		t.Errorf("unlock --force of a free lock printed %q", r.stdout)
 	}
+
+	// Without --now, unlock waits for the holder's Unlock (a minute's
+	// lease), and status shows the lock revoked meanwhile.
+	lease = hold(t, c, "stuck", distlock.WithTTL(time.Minute))
+	unlocker := start(t, nil, "unlock", "--redis", srv.URL(), "--force", "stuck")
+	<-lease.Context().Done()
+	if st := statusJSON(t, srv, "stuck"); st.Holder == nil || !st.Holder.Revoked {
+		t.Errorf("status --json of a revoked lock: holder %+v, want revoked", st.Holder)
+	}
+	if r := run(t, "status", "--redis", srv.URL(), "stuck"); !strings.Contains(r.stdout, "revoked:") {
+		t.Errorf("status of a revoked lock does not say so:\n%s", r.stdout)
+	}
+	if !inspect(t, c, "stuck").Locked {
+		t.Fatal("the revoked lock was freed before its holder's Unlock")
+	}
+	if err := lease.Unlock(context.Background()); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("the revoked holder's Unlock: %v, want ErrLockLost", err)
+	}
+	if code := unlocker.wait(); code != 0 {
+		t.Fatalf("unlock --force: exit status %d; stderr:\n%s", code, unlocker.errOut())
+	}
+	if !strings.Contains(unlocker.errOut(), "stuck was free") {
+		t.Errorf("unlock --force's stderr %q does not say when the lock was free", unlocker.errOut())
+	}
+
+	// With --now the lock is free as soon as unlock returns, although its
+	// holder (a minute's lease, which this test never unlocks) has not
+	// released it.
+	lease = hold(t, c, "stuck", distlock.WithTTL(time.Minute))
+	r = run(t, "unlock", "--redis", srv.URL(), "--force", "--now", "stuck")
+	r.wantCode(t, 0)
+	if !strings.HasPrefix(r.stdout, "released stuck (was held by ") || strings.Contains(r.stdout, "once its holders had stopped") {
+		t.Errorf("unlock --force --now printed %q", r.stdout)
+	}
+	if inspect(t, c, "stuck").Locked {
+		t.Error("the lock is still held after unlock --force --now")
+	}
+	<-lease.Context().Done()
 }
 
 // TestStatusFair checks what status, status --json, list and list --json

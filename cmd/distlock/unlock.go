@@ -5,59 +5,77 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/distlock/distlock"
 )
 
 var unlockCommand = &command{
 	name:     "unlock",
-	synopsis: "--force [flags] NAME",
-	summary:  "release a lock whoever holds it (operators only)",
-	doc: `Unlock --force deletes the lock NAME whoever holds it: every reader of a
-read-write lock, or its writer; every holder of a semaphore, whose
-permits are then all free; an election's leader. A plain lock's waiters
-are woken to race for it; a fair lock goes to the first live waiter in
-its queue, if any, and the others keep their places; a read-write lock
-goes to the first writer in its queue, or to the readers ahead of it; a
-semaphore's permits go to the waiters at the head of its queue, as many
-as they fit; an election is led by the first live candidate in its
-queue, if any. It is for operators, to free a lock whose holder is
-stuck. The holders are not stopped: each learns of the release only at
-its next lease renewal (within a third of its TTL), when "distlock run"
-stops its command; until then more processes than the lock admits may
-believe they hold it. Fencing tokens protect the resources that check
-them. For a fair or read-write lock, a semaphore or an election, unlock
-says who holds it afterwards, if anyone does.
+	synopsis: "--force [--now] [flags] NAME",
+	summary:  "take a lock away from whoever holds it (operators only)",
+	doc: `Unlock --force takes the lock NAME away from whoever holds it: every
+reader of a read-write lock, or its writer; every holder of a semaphore;
+an election's leader. Each holder's process is told at once: "distlock
+run" stops its command as on any loss of the lock (SIGTERM to everything
+it started, SIGKILL after --kill-grace), then releases the lock; a
+program using the library sees its lease context cancelled. Until the
+holders have released it the lock stays held, so nobody else starts
+while a holder is still stopping; a holder that is dead or cut off from
+Redis cannot release it, and the lock then ends with its current lease
+(at most --ttl after its last renewal; the holders' renewals are refused
+from the moment it is revoked). Unlock waits for that and says how long
+it took. Then a plain lock's waiters race for it; a fair lock goes to the
+first live waiter in its queue; a read-write lock to the first writer in
+its queue, or to the readers ahead of it; a semaphore's permits to the
+waiters at the head of its queue, as many as they fit; an election to
+the first live candidate in its queue. Unlock says who holds it
+afterwards, if anyone does.
+
+With --now the lock is deleted at once instead, and the next holder may
+start while the old one is still stopping (or still running, if its
+process missed the notice: then it learns of the loss at its next
+renewal, within a third of its TTL). Use it only when waiting for the
+holder's lease is worse than that overlap. Fencing tokens protect the
+resources that check them either way.
 
 Unlock refuses to run without --force (exit status 64). Unlocking a lock
-that is not held is not an error.
+that is not held is not an error. Interrupted while it waits (^C), it
+leaves the lock revoked: it ends with its holders' release or lease all
+the same.
 `,
 	examples: `  distlock status nightly-report     # see who holds it first
   distlock unlock --force nightly-report
+  distlock unlock --force --now nightly-report   # do not wait for the holder
 `,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
 		rf := addRedisFlags(fs)
-		force := fs.Bool("force", false, "really release the lock")
+		force := fs.Bool("force", false, "really take the lock away")
+		now := fs.Bool("now", false, "delete the lock at once, without waiting for its holders to stop")
 		return func(line commandLine) error {
 			if len(line.args) != 1 {
 				return usageErrorf("want one lock NAME (see distlock unlock --help)")
 			}
 			if !*force {
-				return usageErrorf("refusing to release %q without --force: its holder keeps running (see distlock unlock --help)", line.args[0])
+				return usageErrorf("refusing to release %q without --force: its holder's work is stopped (see distlock unlock --help)", line.args[0])
 			}
 			if err := checkName(line.args[0]); err != nil {
 				return err
 			}
-			return forceUnlock(rf, line.args[0])
+			return forceUnlock(rf, line.args[0], *now)
 		}
 	},
 }
 
-// forceUnlock releases the lock name whoever holds it.
-func forceUnlock(rf *redisFlags, name string) error {
-	ctx := context.Background()
+// forceUnlock takes the lock name away from whoever holds it: it revokes
+// the lock and waits until its holders have released it, or deletes it at
+// once (now).
+func forceUnlock(rf *redisFlags, name string, now bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), interruptSignals...)
+	defer stop()
 	s, err := newSession(rf)
 	if err != nil {
 		return err
@@ -66,16 +84,26 @@ func forceUnlock(rf *redisFlags, name string) error {
 	if err := s.ready(ctx, s.client.Mutex(name)); err != nil {
 		return err
 	}
-	// The holders are read first only to say whom the lock was taken from.
+	// The holders are read first to say whom the lock was taken from, and
+	// to know when they are gone.
 	v, err := s.inspect(ctx, name)
 	if err != nil {
 		return s.failure(err)
 	}
+	began := time.Now()
 	var held bool
-	if v.kind == kindRW {
+	switch {
+	case now && v.kind == kindRW:
 		held, err = s.client.RWMutex(name).ForceUnlock(ctx)
-	} else {
+	case now:
 		held, err = s.client.Mutex(name).ForceUnlock(ctx)
+	default:
+		var left time.Duration
+		left, err = s.client.Mutex(name).Revoke(ctx)
+		held = left > 0
+		if err == nil && held {
+			err = awaitRelease(ctx, s, name, v, left)
+		}
 	}
 	if err != nil {
 		return s.failure(err)
@@ -92,7 +120,39 @@ func forceUnlock(rf *redisFlags, name string) error {
 		msg += nextHolders(ctx, s, name, v)
 	}
 	fmt.Fprintln(os.Stdout, msg)
+	if !now {
+		fmt.Fprintf(os.Stderr, "distlock unlock: %s was free %v after its revocation\n", name, time.Since(began).Round(time.Millisecond))
+	}
 	return nil
+}
+
+// awaitRelease waits until none of the holders of v, whose lock name was
+// revoked, holds it any more: they released it, or their leases ran out
+// (within left, plus a margin for the clocks). The wait is a poll: it is
+// an operator's command, and a holder that stops takes far longer than a
+// poll's interval.
+func awaitRelease(ctx context.Context, s *session, name string, v lockView, left time.Duration) error {
+	revoked := tokens(v)
+	deadline := time.Now().Add(left + left/10 + time.Second)
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		now, err := s.inspect(ctx, name)
+		if err == nil && !slices.ContainsFunc(tokens(now), func(t uint64) bool {
+			return len(revoked) == 0 || slices.Contains(revoked, t)
+		}) {
+			return nil
+		}
+		if ctx.Err() == nil && time.Now().After(deadline) {
+			return exitf(exitFailure, "%q is revoked, but still held %v after its holders' leases should have run out", name, time.Since(deadline)+left)
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return exitf(exitSignal+2, "interrupted: %q is revoked and stays held until its holders release it, or for %v at most", name, left)
+		case <-time.After(delay):
+		}
+	}
 }
 
 // holders says who holds the lock of v, after "held": "by web-1/4242,

@@ -42,6 +42,10 @@ type Hold struct {
 	cancel   context.CancelCauseFunc
 	ended    bool  // end was called: the hold's context is, or is born, cancelled
 	endCause error // its cause
+	// lateRelease: the hold was lost, but the server may still keep the
+	// lock for this owner (it was revoked): the last lease's Unlock sends
+	// the release all the same, once the caller has stopped.
+	lateRelease bool
 
 	// Guarded by the renewer's mutex; times are offsets from the engine's
 	// monotonic epoch.
@@ -310,6 +314,24 @@ func (h *Hold) endErr() error {
 		return fmt.Errorf("%w: lock %q was released", ErrNotHeld, h.name)
 	}
 	return fmt.Errorf("lock %q: %w", h.name, cause)
+}
+
+// releaseLate makes the last lease's Unlock send a release although h has
+// ended.
+func (h *Hold) releaseLate() {
+	h.mu.Lock()
+	h.lateRelease = true
+	h.mu.Unlock()
+}
+
+// takeLateRelease reports whether a release is due although h has ended,
+// once: only the first caller sends it.
+func (h *Hold) takeLateRelease() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	due := h.lateRelease
+	h.lateRelease = false
+	return due
 }
 
 // unlockErr is what unlocking a lease of h returns once h has ended: nil

@@ -34,6 +34,9 @@ func (e *Engine) releaseInBackground(h *Hold, id uint64) {
 // its lease at the latest.
 func (e *Engine) releaseAll(ctx context.Context, h *Hold) error {
 	if !e.endHold(h, errReleased) {
+		if h.takeLateRelease() {
+			e.releaseLost(ctx, h)
+		}
 		return h.unlockErr()
 	}
 	res, err := e.release(ctx, h, 0)
@@ -47,6 +50,20 @@ func (e *Engine) releaseAll(ctx context.Context, h *Hold) error {
 	e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
 	e.handOff(h.name, h.kind)
 	return nil
+}
+
+// releaseLost releases h, which was lost while the server kept the lock
+// for its owner, now that its caller has stopped: a revoked lock is then
+// free at once instead of when its lease runs out. Where the lock is gone
+// or someone else's, the release changes nothing.
+func (e *Engine) releaseLost(ctx context.Context, h *Hold) {
+	res, err := e.release(ctx, h, 0)
+	switch {
+	case err != nil:
+		e.cleanup(e.ownerOf(h))
+	case res == Freed:
+		e.handOff(h.name, h.kind)
+	}
 }
 
 // releaseOne releases hold id of h, one of several leases of the hold.
@@ -153,6 +170,9 @@ func (e *Engine) lose(h *Hold, cause error, stale bool) {
 // lost finishes the loss of h, which the renewer has just ended.
 func (e *Engine) lost(h *Hold, stale bool) {
 	cause := e.renew.causeOf(h)
+	if !stale {
+		h.releaseLate() // before the lease context ends: an Unlock may follow at once
+	}
 	h.end(cause)
 	kind := Lost
 	if errors.Is(cause, ErrLeaseExpired) {

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// A hold learns that its lock was force-unlocked from a notice of the
-// backend (Revoker), within about one round trip, instead of at its next
-// renewal (up to a third of its lease later, never for a fixed lease). The
+// A hold learns that its lock was force-unlocked or revoked from a notice
+// of the backend (Revoker), within about one round trip, instead of at its
+// next renewal (up to a third of its lease later, never for a fixed lease). The
 // engine watches for notices from its first hold on, until Close.
 //
 // A notice names the lock and the owner (by GranteeID). The engine takes
@@ -51,10 +51,13 @@ func (e *Engine) watchRevoked() {
 }
 
 // revoked ends the holds of owner grantee on the lock name: the lock was
-// deleted from them.
+// deleted from them (a force-unlock), or revoked (the server keeps it for
+// them until they release it, or their lease runs out). Either way the
+// hold's Unlock sends a release once the caller has stopped: it frees a
+// revoked lock, and changes nothing where the lock is gone.
 func (e *Engine) revoked(name, grantee string) {
 	for _, h := range e.renew.holdsOf(name, grantee) {
-		e.lose(h, fmt.Errorf("%w: force-unlocked (the lock was deleted from this owner)", ErrLockLost), true)
+		e.lose(h, fmt.Errorf("%w: revoked by an operator (force-unlock or revoke)", ErrLockLost), false)
 	}
 }
 

@@ -59,6 +59,7 @@ type Holder struct {
 	PID     int
 	Since   time.Time
 	TTL     time.Duration // what is left of the owner's lease
+	Revoked bool          // revoked (Revoke): it is told to stop, and its renewals are refused
 }
 
 // Inspect reads the state of the named lock.
@@ -96,13 +97,13 @@ func parseState(res []any) (State, error) {
 		Capacity: int(num(res[6])), Used: int(num(res[7])), QueuedPermits: int(num(res[8]))}
 	for _, v := range res[9:] {
 		f, _ := v.([]any)
-		if len(f) != 10 {
+		if len(f) != 11 {
 			return State{}, fmt.Errorf("unexpected holder %v", v)
 		}
 		st.Holders = append(st.Holders, Holder{
 			Owner: str(f[0]), Token: uint64(num(f[1])), Holds: int(num(f[2])), Host: str(f[3]),
 			PID: int(num(f[4])), Since: time.UnixMilli(num(f[5])), TTL: time.Duration(num(f[6])) * time.Millisecond,
-			Writes: int(num(f[7])), Permits: int(num(f[8])), Value: str(f[9]),
+			Writes: int(num(f[7])), Permits: int(num(f[8])), Value: str(f[9]), Revoked: num(f[10]) == 1,
 		})
 	}
 	if st.Kind == KindUnused && len(st.Holders) > 0 {
@@ -143,4 +144,18 @@ func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
 		return false, backendErr(ctx, err)
 	}
 	return n == 1, nil
+}
+
+// Revoke revokes the named lock whoever holds it, without freeing it:
+// each holder's process is told (see WatchRevoked) and the holders'
+// renewals are refused from now on, but the lock stays held until they
+// release it or their leases run out. It returns how long that may take
+// at most, or 0 if the lock was not held.
+func (b *Backend) Revoke(ctx context.Context, name string) (time.Duration, error) {
+	k := b.cfg.Keys
+	ms, err := revokeScript.Run(ctx, b.rdb, k.script(name, ""), k.holderChannels(), name).Int64()
+	if err != nil {
+		return 0, backendErr(ctx, err)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }

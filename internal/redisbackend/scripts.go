@@ -32,6 +32,7 @@ var (
 	sharedRenewScript   = load("shared_renew.lua", "lib.lua", "queue.lua")
 	refreshScript       = load("refresh.lua", "lib.lua", "queue.lua")
 	forceUnlockScript   = load("forceunlock.lua", "lib.lua", "queue.lua")
+	revokeScript        = load("revoke.lua", "lib.lua", "queue.lua")
 	inspectScript       = load("inspect.lua", "lib.lua")
 	onceCheckScript     = load("once_check.lua")
 	onceDoneScript      = load("once_done.lua")
@@ -106,7 +107,7 @@ func ScriptCall(args []any) (name string, keys, argv []string, ok bool) {
 func LoadScripts(ctx context.Context, rdb redis.Scripter) error {
 	for _, s := range []*redis.Script{acquireScript, multiAcquireScript, quorumAcquireScript, fairAcquireScript, rwAcquireScript, semAcquireScript,
 		semPermitsScript, releaseScript, releasePlainScript, abandonScript, renewScript, sharedRenewScript, refreshScript,
-		forceUnlockScript, inspectScript, onceCheckScript, onceDoneScript} {
+		forceUnlockScript, revokeScript, inspectScript, onceCheckScript, onceDoneScript} {
 		if err := s.Load(ctx, rdb).Err(); err != nil {
 			return err
 		}

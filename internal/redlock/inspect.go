@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	"github.com/distlock/distlock/internal/redisbackend"
 )
@@ -55,6 +56,21 @@ func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
 		return n.ForceUnlock(ctx, name)
 	})
 	return slices.Contains(had, true), err
+}
+
+// Revoke revokes the lock on every node, whoever holds it (see
+// redisbackend.Backend.Revoke), and returns the longest any node may keep
+// it held, 0 if none held it. It fails with an error wrapping ErrBackend
+// when fewer than a quorum of nodes answer (those that did revoked it).
+func (b *Backend) Revoke(ctx context.Context, name string) (time.Duration, error) {
+	left, err := collect(b, ctx, "revoke", func(ctx context.Context, n node) (time.Duration, error) {
+		return n.Revoke(ctx, name)
+	})
+	var most time.Duration
+	for _, d := range left {
+		most = max(most, d)
+	}
+	return most, err
 }
 
 // List returns the names of the locks that exist on any node and match the

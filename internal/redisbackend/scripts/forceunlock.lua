@@ -8,11 +8,9 @@
 -- ARGV[1]  release channel
 -- ARGV[2]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
 -- ARGV[3]  how long the fencing counter outlives its last use, in ms
--- ARGV[4]  the prefix of the holders' process channels: each holder's
---          process hears '<sha1 of the owner>\n<name>' on ARGV[4] ..
---          '<host>:<pid>', with PUBLISH (a Cluster forwards it to every
---          node), and its lease context ends without waiting for its next
---          renewal to find the lock gone
+-- ARGV[4]  the prefix of the holders' process channels (see tell in
+--          queue.lua): each holder's lease context ends without waiting
+--          for its next renewal to find the lock gone
 -- ARGV[5]  the lock's name
 --
 -- The release message is 'force': every client, including the caller,
@@ -22,22 +20,13 @@
 
 local k = KEYS
 
--- tell tells the process of owner, on host with pid, that its lock is gone.
-local function tell(owner, host, pid)
-  redis.call('PUBLISH', ARGV[4] .. host .. ':' .. pid, redis.sha1hex(owner) .. '\n' .. ARGV[5])
-end
-
 local state = redis.call('HMGET', k[1], 'owner', 'kind', 'host', 'pid')
 if state[2] == 'rw' or state[2] == 'sem' then
   local now = clock()
   shared_purge(k, now)
   local holders = redis.call('ZRANGE', k[6], 0, -1)
   for _, owner in ipairs(holders) do
-    local info = redis.call('HGET', k[1], 'i:' .. owner)
-    local pid, host = string.match(info or '', '^(%S+) %S+ (.*)$')
-    if pid then
-      tell(owner, host, pid)
-    end
+    tell_shared(k, ARGV[4], ARGV[5], owner)
   end
   redis.call('DEL', k[1], k[6])
   settle(k, ARGV[3], ARGV[2], now)
@@ -48,6 +37,6 @@ if not state[1] then
 end
 free(k, state[2], ARGV[3], ARGV[1], ARGV[2], 'force')
 if state[3] and state[4] then
-  tell(state[1], state[3], state[4])
+  tell(ARGV[4], ARGV[5], state[1], state[3], state[4])
 end
 return 1

@@ -12,12 +12,12 @@
 -- has expired; the counts are those of the places that have not expired;
 -- the capacity is a semaphore's (0 if none). Each holder is {owner, token,
 -- holds, host, pid, since (ms), ttl (ms), writes, permits, value (an
--- election's leader)} (a mutex or an election has one holder, a shared
--- lock any number).
+-- election's leader), revoked (1 if revoke.lua revoked it, else 0)} (a
+-- mutex or an election has one holder, a shared lock any number).
 
 local k = KEYS
 local now = clock()
-local f = redis.call('HMGET', k[1], 'kind', 'owner', 'token', 'holds', 'host', 'pid', 'since', 'value')
+local f = redis.call('HMGET', k[1], 'kind', 'owner', 'token', 'holds', 'host', 'pid', 'since', 'value', 'revoked')
 local kind = f[1] or ''
 local out = {kind, redis.call('PTTL', k[1]), redis.call('GET', k[2]), 0, 0, 0,
   tonumber(redis.call('GET', k[8]) or '0'), 0, 0}
@@ -34,12 +34,12 @@ if kind ~= '' or redis.call('EXISTS', k[4]) == 1 then
   end
 end
 if f[2] then
-  out[#out + 1] = {f[2], f[3], tonumber(f[4]), f[5], f[6], f[7], out[2], 0, 1, f[8] or ''}
+  out[#out + 1] = {f[2], f[3], tonumber(f[4]), f[5], f[6], f[7], out[2], 0, 1, f[8] or '', f[9] and 1 or 0}
 elseif f[1] == 'rw' or f[1] == 'sem' then
   local holders = redis.call('ZRANGEBYSCORE', k[6], '(' .. int(now), '+inf', 'WITHSCORES')
   for j = 1, #holders, 2 do
     local owner = holders[j]
-    local g = redis.call('HMGET', k[1], 't:' .. owner, 'h:' .. owner, 'i:' .. owner, 'n:' .. owner)
+    local g = redis.call('HMGET', k[1], 't:' .. owner, 'h:' .. owner, 'i:' .. owner, 'n:' .. owner, 's:' .. owner)
     if g[1] then
       local pid, since, host = string.match(g[3], '^(%d+) (%d+) (.*)$')
       local _, holds = string.gsub(g[2], ' ', '')
@@ -49,7 +49,7 @@ elseif f[1] == 'rw' or f[1] == 'sem' then
         out[8] = out[8] + permits -- the permits of live holders only
       end
       out[#out + 1] = {owner, g[1], holds, host, pid, since, tonumber(holders[j + 1]) - now, writes,
-        permits, ''}
+        permits, '', g[5] and 0 or 1}
     end
   end
 end

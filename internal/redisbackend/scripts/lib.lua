@@ -27,6 +27,7 @@
 --   h:<owner>:<id>        one field per hold (release.lua)
 --   host, pid, since      who holds it, for inspection
 --   rseq                  the last renewal sequence number applied (renew.lua)
+--   revoked               set by revoke.lua: renewals are refused from then on
 --   kind                  'fair' for a fair mutex, 'elect' for an election
 --                         (a fair mutex whose holder is the leader), absent
 --                         for a plain one
@@ -43,7 +44,8 @@
 --   t:<owner>             a holder's fencing token
 --   h:<owner>             its holds: ' <id><r|w|s>' for each
 --   n:<owner>             a semaphore: its permits
---   s:<owner>             its last renewal sequence number applied
+--   s:<owner>             its last renewal sequence number applied; removed
+--                         by revoke.lua, and renewals are refused without it
 --   g:<owner>             'gseq glease', as above
 --   i:<owner>             'pid since host', for inspection
 -- and each holder's lease is its expiry in H; the hash and H expire with

@@ -351,3 +351,24 @@ local function free(k, kind, retention, channel, mode, message)
     publish(channel, mode, message)
   end
 end
+
+----------------------------------------------------------------------------
+-- Telling holders that an operator took their lock away (forceunlock.lua,
+-- revoke.lua).
+
+-- tell tells the process of owner, on host with pid, that its lock name
+-- was taken away: it hears '<sha1 of owner>\n<name>' on prefix .. host ..
+-- ':' .. pid, with PUBLISH (a Cluster forwards it to every node).
+local function tell(prefix, name, owner, host, pid)
+  redis.call('PUBLISH', prefix .. host .. ':' .. pid, redis.sha1hex(owner) .. '\n' .. name)
+end
+
+-- tell_shared tells the process of owner, a holder of the shared lock k,
+-- as tell does.
+local function tell_shared(k, prefix, name, owner)
+  local info = redis.call('HGET', k[1], 'i:' .. owner)
+  local pid, host = string.match(info or '', '^(%S+) %S+ (.*)$')
+  if pid then
+    tell(prefix, name, owner, host, pid)
+  end
+end

@@ -8,8 +8,8 @@
 --
 -- Returns one integer per key:
 --   1  renewed (by this request, or by an earlier copy of it: same number)
---   0  not held by that owner: the lease is left untouched, so a lock is
---      never revived
+--   0  not held by that owner, or revoked (revoke.lua): the lease is left
+--      untouched, so a lock is never revived
 --   2  superseded: a request of the owner with a higher number was applied
 --      already, nothing changed. A request that reaches Redis late (its
 --      reply was lost and the holder moved on) can never undo a later one,
@@ -19,9 +19,9 @@
 
 local out = {}
 for i, key in ipairs(KEYS) do
-  local state = redis.call('HMGET', key, 'owner', 'rseq')
+  local state = redis.call('HMGET', key, 'owner', 'rseq', 'revoked')
   local seq = tonumber(ARGV[3 * i])
-  if state[1] ~= ARGV[3 * i - 2] then
+  if state[1] ~= ARGV[3 * i - 2] or state[3] then
     out[i] = 0
   elseif state[2] and tonumber(state[2]) >= seq then
     if tonumber(state[2]) == seq then out[i] = 1 else out[i] = 2 end
