@@ -43,7 +43,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		cfg.fail(fmt.Errorf("%w: replica acknowledgement is not supported on Redis Cluster yet", ErrInvalidOption))
 	}
 	b := redisbackend.New(rdb, cfg.backendConfig())
-	return &Client{cfg: cfg, backend: b, engine: engine.New(b, cfg.observer())}
+	return &Client{cfg: cfg, backend: b, engine: engine.New(b, cfg.observer(), holdCause)}
 }
 
 // NewRedlock returns a Client whose locks are held on a majority of the
@@ -68,8 +68,12 @@ func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
 	if err != nil {
 		cfg.fail(err)
 	}
-	return &Client{cfg: cfg, backend: b, redlock: true, engine: engine.New(b, cfg.observer())}
+	return &Client{cfg: cfg, backend: b, redlock: true, engine: engine.New(b, cfg.observer(), holdCause)}
 }
+
+// holdCause is the cause of the lease contexts of the lock name that the
+// engine ends for err.
+func holdCause(name string, err error) error { return opErr("hold", name, err) }
 
 // newConfig applies opts to the defaults.
 func newConfig(opts []Option) clientConfig {
@@ -114,7 +118,7 @@ func (c *Client) Close() error {
 			err = berr
 		}
 	})
-	return err
+	return clientErr("close", err)
 }
 
 const closeTimeout = 5 * time.Second
@@ -171,18 +175,19 @@ func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, 
 // Err returns, without contacting Redis, the error every operation of c
 // returns because an option given to New is invalid (wrapping
 // ErrInvalidOption), or nil.
-func (c *Client) Err() error { return c.cfg.err }
+func (c *Client) Err() error { return clientErr("", c.cfg.err) }
 
 // List returns, sorted, the names of the locks that are held now and match
 // the glob pattern ("*" for all), using SCAN (never KEYS) on every master.
 func (c *Client) List(ctx context.Context, pattern string) ([]string, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
 	if pattern == "" {
 		pattern = "*"
 	}
-	return c.backend.List(ctx, pattern)
+	if err := c.usable(); err != nil {
+		return nil, opErr("list", pattern, err)
+	}
+	names, err := c.backend.List(ctx, pattern)
+	return names, opErr("list", pattern, err)
 }
 
 // usable returns the error that operations of c fail with before any I/O:

@@ -184,6 +184,21 @@
 // they return ErrUnsupported. See docs/guarantees.md for when Redlock
 // helps and when it does not.
 //
+// # Errors
+//
+// Every error is matched with errors.Is against the Err values (ErrWrongKind
+// wraps ErrNotAcquired, ErrLeaseExpired wraps ErrLockLost, and so on), and
+// every error about a lock reads as an *fs.PathError does, with the method
+// that failed and the lock's name in front, "distlock:" once:
+//
+//	distlock: lock "jobs": not acquired: held by another owner (lease 29.8s left)
+//	distlock: unlock "jobs": lock lost: renewal found it no longer held by this owner
+//
+// The cause of a lease context has the same shape, with op hold. Errors
+// about no lock read "distlock: invalid option: ..." (Client.Err) or
+// "distlock: close: ..." (Client.Close). See the Err values for the list
+// of ops.
+//
 // # Keys
 //
 // For a lock named N and the default prefix "distlock:", the state is the

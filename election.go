@@ -46,7 +46,7 @@ func (e *Election) Name() string { return e.name }
 
 // Err returns, without contacting Redis, the error every method of e
 // returns because its name or an option is invalid, or nil.
-func (e *Election) Err() error { return e.lock.err }
+func (e *Election) Err() error { return e.check("election") }
 
 // Campaign blocks until its caller leads, with value as the leader's value
 // (what Leader and Observe report: an address, say), or until ctx ends
@@ -55,7 +55,7 @@ func (e *Election) Err() error { return e.lock.err }
 func (e *Election) Campaign(ctx context.Context, value string) (*Lease, error) {
 	spec := e.spec
 	spec.Value = value
-	return e.acquire(ctx, spec, true)
+	return e.acquire(ctx, "campaign", spec, true)
 }
 
 // A Leader is who leads an election.
@@ -73,7 +73,7 @@ type Leader struct {
 // nobody does.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	l, _, err := e.leader(ctx)
-	return l, err
+	return l, opErr("leader", e.name, err)
 }
 
 // leader reads who leads, and how long its lease has left.
@@ -83,7 +83,7 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 		return Leader{}, 0, err
 	}
 	if st.Kind != redisbackend.KindElect || !st.Locked() {
-		return Leader{}, 0, fmt.Errorf("%w: election %q: nobody leads", ErrNotHeld, e.name)
+		return Leader{}, 0, fmt.Errorf("%w: nobody leads", ErrNotHeld)
 	}
 	h := st.Holder()
 	return Leader{Value: h.Value, Term: h.Token, Holder: holder(h)}, h.TTL, nil

@@ -1,9 +1,47 @@
 package distlock
 
-import "github.com/distlock/distlock/internal/engine"
+import (
+	"strconv"
 
-// Errors returned by distlock. Match them with errors.Is: the returned
-// errors wrap them with the lock name and the cause.
+	"github.com/distlock/distlock/internal/engine"
+)
+
+// Errors returned by distlock. Match them with errors.Is, not by their
+// text: the errors returned wrap them.
+//
+// Every error about a lock reads
+//
+//	distlock: <op> "<name>": <what>[: <cause>]
+//
+// as an *fs.PathError does: <op> is the method that failed, <name> the
+// lock's name (the pattern, for List; the members' names joined with "+",
+// as Lease.Name has them, for a MultiMutex), <what> the message of one of
+// the errors below with its detail, and <cause> the error underneath, if
+// any. For example:
+//
+//	distlock: try-lock "jobs": not acquired: held by another owner (lease 29.949s left)
+//	distlock: unlock "jobs": lock lost: it was no longer held by this owner at release
+//	distlock: inspect "jobs": backend error: dial tcp 127.0.0.1:1: connect: connection refused
+//	distlock: hold "jobs": lease expired: the fixed lease of 100ms was not renewed
+//
+// The ops are the methods' names in lower case, with a hyphen between
+// words: lock, try-lock, rlock, try-rlock, acquire, try-acquire,
+// campaign, unlock, extend, inspect, force-unlock, leader, set-permits,
+// list, once and once-per. The cause of a lease's context
+// (context.Cause(lease.Context())) has the op hold. The Err methods of
+// the locks have the name of the Client's method that made the lock:
+// mutex, fair-mutex, rwmutex, semaphore, election or multi-mutex.
+//
+// Errors about no lock read "distlock: [<op>: ]<what>[: <cause>]": an
+// invalid option of New or NewRedlock (Client.Err, with no op), Close
+// (close), and a nil *Lease (unlock, extend, hold):
+//
+//	distlock: invalid option: prefix "a{": contains a brace
+//
+// The messages of the errors below have no "distlock: " of their own, as
+// fs.ErrNotExist's ("file does not exist") has no "open": they are always
+// returned wrapped. An Event's Err, whose lock is named in the Event's
+// Name, reads <what>[: <cause>], without "distlock: " either.
 var (
 	// ErrNotAcquired: the lock was not acquired. TryLock returns it when
 	// someone else holds the lock; Lock returns it, joined with the
@@ -61,7 +99,7 @@ var (
 
 	// ErrInvalidName: the lock name is empty, too long, not UTF-8, or
 	// contains braces or control characters.
-	ErrInvalidName = errorString("distlock: invalid lock name")
+	ErrInvalidName = errorString("invalid lock name")
 
 	// ErrInvalidOption: an option is out of range (an absurd TTL, a prefix
 	// with braces, ...), or a request could never be served as asked (more
@@ -72,3 +110,45 @@ var (
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// An opError is an error of an operation of distlock: the one place that
+// writes "distlock: ", the operation and the lock's name in front of the
+// errors of the engine and the backends, which have none of them.
+type opError struct {
+	op    string // the method, in lower case ("" for an invalid option of the Client)
+	name  string // the lock's name, quoted when named
+	named bool   // the operation is about a lock
+	err   error
+}
+
+// opErr returns err, if it is not nil, as the error of the operation op of
+// the lock name.
+func opErr(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &opError{op: op, name: name, named: true, err: err}
+}
+
+// clientErr returns err, if it is not nil, as the error of the operation
+// op of the Client, about no lock; op may be "".
+func clientErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &opError{op: op, err: err}
+}
+
+func (e *opError) Error() string {
+	s := "distlock: "
+	if e.op != "" {
+		s += e.op
+		if e.named {
+			s += " " + strconv.Quote(e.name)
+		}
+		s += ": "
+	}
+	return s + e.err.Error()
+}
+
+func (e *opError) Unwrap() error { return e.err }

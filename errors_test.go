@@ -3,9 +3,17 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redistest"
@@ -267,5 +275,214 @@ func TestErrWithoutRedis(t *testing.T) {
 	}
 	if err := bad.Mutex("fine").Err(); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Fatalf("Mutex.Err under a bad prefix = %v", err)
+	}
+}
+
+// The exported errors, by name: TestSentinelMessages checks that the list
+// is complete.
+var sentinels = map[string]error{
+	"ErrNotAcquired":   distlock.ErrNotAcquired,
+	"ErrWrongKind":     distlock.ErrWrongKind,
+	"ErrDeadlock":      distlock.ErrDeadlock,
+	"ErrNotHeld":       distlock.ErrNotHeld,
+	"ErrLockLost":      distlock.ErrLockLost,
+	"ErrLeaseExpired":  distlock.ErrLeaseExpired,
+	"ErrClosed":        distlock.ErrClosed,
+	"ErrBackend":       distlock.ErrBackend,
+	"ErrNotReplicated": distlock.ErrNotReplicated,
+	"ErrUnsupported":   distlock.ErrUnsupported,
+	"ErrInvalidName":   distlock.ErrInvalidName,
+	"ErrInvalidOption": distlock.ErrInvalidOption,
+}
+
+// The message of every exported error says what happened, and only that:
+// lower case, no "distlock:" (the operation that returns it adds one), no
+// trailing punctuation.
+func TestSentinelMessages(t *testing.T) {
+	files, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files["distlock"].Files {
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				for _, id := range spec.(*ast.ValueSpec).Names {
+					if _, listed := sentinels[id.Name]; id.IsExported() && strings.HasPrefix(id.Name, "Err") && !listed {
+						t.Errorf("%s is not in the test's list of sentinels", id.Name)
+					}
+				}
+			}
+		}
+	}
+	for name, err := range sentinels {
+		msg := err.Error()
+		last, _ := utf8.DecodeLastRuneInString(msg)
+		switch {
+		case strings.Contains(msg, "distlock"):
+			t.Errorf("%s = %q: names distlock", name, msg)
+		case msg == "" || msg != strings.ToLower(msg[:1])+msg[1:]:
+			t.Errorf("%s = %q: not lower case", name, msg)
+		case !unicode.IsLetter(last) && !unicode.IsDigit(last):
+			t.Errorf("%s = %q: ends with punctuation", name, msg)
+		}
+	}
+}
+
+// checkShape fails t unless err wraps want and reads
+// `distlock: <op> "<name>": ...`, "distlock:" once. It logs the message.
+func checkShape(t *testing.T, what string, err error, name string, want ...error) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error", what)
+		return
+	}
+	msg := err.Error()
+	t.Logf("%-28s %s", what+":", msg)
+	shape := regexp.MustCompile(`^distlock: [a-z-]+ ` + regexp.QuoteMeta(strconv.Quote(name)) + `: \S`)
+	if !shape.MatchString(msg) {
+		t.Errorf("%s: %q does not read `distlock: <op> %q: ...`", what, msg, name)
+	}
+	if n := strings.Count(msg, "distlock:"); n != 1 {
+		t.Errorf("%s: %q has \"distlock:\" %d times", what, msg, n)
+	}
+	for _, w := range want {
+		if !errors.Is(err, w) {
+			t.Errorf("%s: %q does not wrap %v", what, msg, w)
+		}
+	}
+}
+
+// Every public entry point returns errors of one shape: the operation and
+// the lock's name after one "distlock:", and the sentinels still match.
+func TestErrorShape(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	other, _ := newClient(t, srv)
+	ctx := testCtx(t)
+
+	held, err := other.Mutex("jobs").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = c.Mutex("jobs").Lock(short)
+	checkShape(t, "Lock, timed out", err, "jobs", distlock.ErrNotAcquired, context.DeadlineExceeded)
+	_, err = c.Mutex("jobs").TryLock(ctx)
+	checkShape(t, "TryLock", err, "jobs", distlock.ErrNotAcquired)
+	_, err = c.FairMutex("jobs").TryLock(ctx)
+	checkShape(t, "TryLock, wrong kind", err, "jobs", distlock.ErrWrongKind, distlock.ErrNotAcquired)
+	_, err = c.MultiMutex([]string{"jobs", "mail"}).TryLock(ctx)
+	checkShape(t, "MultiMutex.TryLock", err, "jobs+mail", distlock.ErrNotAcquired)
+
+	rw := c.RWMutex("table")
+	r, err := rw.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rw.Lock(r.Context())
+	checkShape(t, "RWMutex.Lock, deadlock", err, "table", distlock.ErrDeadlock, distlock.ErrNotAcquired)
+	_, err = c.Mutex("table").TryLock(r.Context())
+	checkShape(t, "re-entry, wrong kind", err, "table", distlock.ErrWrongKind)
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkShape(t, "Unlock twice", r.Unlock(ctx), "table", distlock.ErrNotHeld)
+	checkShape(t, "Extend after Unlock", r.Extend(ctx, time.Minute), "table", distlock.ErrNotHeld)
+
+	l, err := c.Mutex("lost").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkShape(t, "Extend, absurd TTL", l.Extend(ctx, 0), "lost", distlock.ErrInvalidOption)
+	if _, err := other.Mutex("lost").ForceUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkShape(t, "Unlock after a loss", l.Unlock(ctx), "lost", distlock.ErrLockLost)
+	fixed, err := c.Mutex("brief", distlock.WithFixedLease(100*time.Millisecond)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-fixed.Context().Done()
+	checkShape(t, "lease context's cause", context.Cause(fixed.Context()), "brief", distlock.ErrLeaseExpired, distlock.ErrLockLost)
+	checkShape(t, "Extend, lease expired", fixed.Extend(ctx, time.Second), "brief", distlock.ErrLeaseExpired)
+
+	sem := c.Semaphore("pool", 2)
+	_, err = sem.Acquire(ctx, 3)
+	checkShape(t, "Semaphore.Acquire, too many", err, "pool", distlock.ErrInvalidOption)
+	checkShape(t, "SetPermits, zero", sem.SetPermits(ctx, 0), "pool", distlock.ErrInvalidOption)
+	_, err = c.Election("boss").Leader(ctx)
+	checkShape(t, "Election.Leader, nobody", err, "boss", distlock.ErrNotHeld)
+	_, err = c.Once(ctx, "job", 0, func(context.Context, uint64) error { return nil })
+	checkShape(t, "Once, no keep", err, "job", distlock.ErrInvalidOption)
+	_, err = c.OncePer(ctx, "job{", time.Second, func(context.Context, uint64) error { return nil })
+	checkShape(t, "OncePer, invalid name", err, "job{", distlock.ErrInvalidName)
+
+	_, err = c.Mutex("a{b").Lock(ctx)
+	checkShape(t, "Lock, invalid name", err, "a{b", distlock.ErrInvalidName)
+	checkShape(t, "Mutex.Err, invalid name", c.Mutex("").Err(), "", distlock.ErrInvalidName)
+	_, err = c.MultiMutex([]string{"a", "b}"}).Lock(ctx)
+	checkShape(t, "MultiMutex, invalid name", err, "a+b}", distlock.ErrInvalidName)
+	_, err = c.Mutex("a", distlock.WithTTL(100*365*24*time.Hour)).TryLock(ctx)
+	checkShape(t, "TryLock, absurd TTL", err, "a", distlock.ErrInvalidOption)
+	_, err = c.Mutex("a{b").ForceUnlock(ctx)
+	checkShape(t, "ForceUnlock, invalid name", err, "a{b", distlock.ErrInvalidName)
+
+	// Redis unreachable.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // nothing listens there
+	defer rdb.Close()
+	down := distlock.New(rdb, distlock.WithLogger(nil))
+	defer down.Close()
+	_, err = down.Mutex("jobs").Lock(ctx)
+	checkShape(t, "Lock, Redis down", err, "jobs", distlock.ErrBackend)
+	_, err = down.Mutex("jobs").Inspect(ctx)
+	checkShape(t, "Inspect, Redis down", err, "jobs", distlock.ErrBackend)
+	_, err = down.RWMutex("jobs").Inspect(ctx)
+	checkShape(t, "RWMutex.Inspect, Redis down", err, "jobs", distlock.ErrBackend)
+	_, err = down.List(ctx, "jobs*")
+	checkShape(t, "List, Redis down", err, "jobs*", distlock.ErrBackend)
+	_, err = down.Mutex("jobs").ForceUnlock(ctx)
+	checkShape(t, "ForceUnlock, Redis down", err, "jobs", distlock.ErrBackend)
+	_, err = down.Once(ctx, "job", time.Hour, func(context.Context, uint64) error { return nil })
+	checkShape(t, "Once, Redis down", err, "job", distlock.ErrBackend)
+	// Close gives up on the clean-ups of the attempts above, which cannot
+	// reach Redis (after five seconds): its error is about no lock.
+	if err := down.Close(); err != nil {
+		t.Logf("%-28s %s", "Close, Redis down:", err)
+		if !strings.HasPrefix(err.Error(), "distlock: close: ") || strings.Count(err.Error(), "distlock:") != 1 ||
+			!errors.Is(err, distlock.ErrBackend) {
+			t.Errorf("Close with Redis down = %q, want `distlock: close: ...` wrapping ErrBackend", err)
+		}
+	}
+
+	// A bad prefix: the Client's own error names no lock, the operations'
+	// do.
+	bad := distlock.New(srv.Client(t), distlock.WithPrefix("a{"), distlock.WithLogger(nil))
+	defer bad.Close()
+	if got, want := bad.Err().Error(), `distlock: invalid option: prefix "a{": contains a brace`; got != want {
+		t.Errorf("Client.Err with a bad prefix = %q, want %q", got, want)
+	}
+	_, err = bad.Mutex("jobs").Lock(ctx)
+	checkShape(t, "Lock, bad prefix", err, "jobs", distlock.ErrInvalidOption)
+	_, err = bad.List(ctx, "")
+	checkShape(t, "List, bad prefix", err, "*", distlock.ErrInvalidOption)
+
+	closed := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = closed.Semaphore("pool", 2).TryAcquire(ctx, 1)
+	checkShape(t, "TryAcquire, closed", err, "pool", distlock.ErrClosed)
+
+	var nothing *distlock.Lease
+	if got, want := nothing.Unlock(ctx).Error(), "distlock: unlock: not held: nil lease (the lock was not acquired)"; got != want {
+		t.Errorf("Unlock of a nil lease = %q, want %q", got, want)
 	}
 }

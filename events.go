@@ -40,7 +40,7 @@ type Event struct {
 	Token uint64        // fencing token, when held
 	Holds int           // hold count, for EventAcquired
 	Wait  time.Duration // time spent waiting, for EventAcquired; the lease, for EventRenewed
-	Err   error         // the cause, for EventRenewFailed, EventLost, EventMismatch and EventExpired
+	Err   error         // the cause, for EventRenewFailed, EventLost, EventMismatch and EventExpired; it does not repeat Name
 }
 
 // observer turns engine events into Events for the handler and the log.

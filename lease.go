@@ -28,13 +28,13 @@ type held interface {
 	Extend(context.Context, time.Duration) error
 }
 
-// errNilLease is what a nil *Lease reports.
+// errNilLease is what a nil *Lease reports: it is about no lock.
 var errNilLease = fmt.Errorf("%w: nil lease (the lock was not acquired)", ErrNotHeld)
 
 // endedContext is the Context of a nil *Lease.
 var endedContext = func() context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(errNilLease)
+	cancel(clientErr("hold", errNilLease))
 	return ctx
 }()
 
@@ -127,9 +127,9 @@ func (l *Lease) ValidUntil() time.Time {
 // already ended, so a deferred Unlock works after a request has timed out.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l == nil {
-		return errNilLease
+		return clientErr("unlock", errNilLease)
 	}
-	return l.l.Unlock(ctx)
+	return opErr("unlock", l.Name(), l.l.Unlock(ctx))
 }
 
 // Extend sets the lease to ttl from now, and makes ttl the lease length of
@@ -144,12 +144,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // server).
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
-		return errNilLease
+		return clientErr("extend", errNilLease)
 	}
 	if err := checkTTL(ttl); err != nil {
-		return err
+		return opErr("extend", l.Name(), err)
 	}
-	return l.l.Extend(ctx, ttl)
+	return opErr("extend", l.Name(), l.l.Extend(ctx, ttl))
 }
 
 // String describes the lease without its secrets.

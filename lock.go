@@ -16,8 +16,15 @@ type lock struct {
 	err  error
 }
 
-// acquire takes the lock as spec says: Lock with wait, TryLock without.
-func (lk *lock) acquire(ctx context.Context, spec engine.Spec, wait bool) (*Lease, error) {
+// acquire takes the lock as spec says, for the method op: Lock with wait,
+// TryLock without.
+func (lk *lock) acquire(ctx context.Context, op string, spec engine.Spec, wait bool) (*Lease, error) {
+	l, err := lk.take(ctx, spec, wait)
+	return l, opErr(op, lk.name, err)
+}
+
+// take is acquire for a caller that makes its own error of err.
+func (lk *lock) take(ctx context.Context, spec engine.Spec, wait bool) (*Lease, error) {
 	if lk.err != nil {
 		return nil, lk.err
 	}
@@ -27,6 +34,10 @@ func (lk *lock) acquire(ctx context.Context, spec engine.Spec, wait bool) (*Leas
 	}
 	return &Lease{l: l}, nil
 }
+
+// check returns the error of the method Err of a lock made by the
+// constructor op.
+func (lk *lock) check(op string) error { return opErr(op, lk.name, lk.err) }
 
 // state reads the lock's state.
 func (lk *lock) state(ctx context.Context) (redisbackend.State, error) {
@@ -42,12 +53,13 @@ func (lk *lock) state(ctx context.Context) (redisbackend.State, error) {
 // forceUnlock deletes the lock whoever holds it.
 func (lk *lock) forceUnlock(ctx context.Context) (bool, error) {
 	if lk.err != nil {
-		return false, lk.err
+		return false, opErr("force-unlock", lk.name, lk.err)
 	}
 	if err := lk.c.usable(); err != nil {
-		return false, err
+		return false, opErr("force-unlock", lk.name, err)
 	}
-	return lk.c.backend.ForceUnlock(ctx, lk.name)
+	held, err := lk.c.backend.ForceUnlock(ctx, lk.name)
+	return held, opErr("force-unlock", lk.name, err)
 }
 
 // revoke revokes the lock whoever holds it, without freeing it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/distlock/distlock/internal/engine"
 )
@@ -61,6 +62,10 @@ func (c *Client) MultiMutex(names []string, opts ...MutexOption) *MultiMutex {
 			m.err = fmt.Errorf("%w: %q twice in a multi-lock", ErrInvalidName, name)
 			break
 		}
+		if err := validateName(name); err != nil {
+			m.err = fmt.Errorf("member %q: %w", name, err)
+			break
+		}
 		lk, spec := c.lock(name, engine.Plain, opts)
 		m.err = lk.err
 		m.specs = append(m.specs, spec)
@@ -73,23 +78,30 @@ func (m *MultiMutex) Names() []string { return slices.Clone(m.names) }
 
 // Err returns, without contacting Redis, the error every method of m
 // returns because its names or options are invalid, or nil.
-func (m *MultiMutex) Err() error { return m.err }
+func (m *MultiMutex) Err() error { return opErr("multi-mutex", m.name(), m.err) }
 
 // Lock blocks until it holds every member, or until ctx ends (the error
 // then wraps ErrNotAcquired and the context's cause).
-func (m *MultiMutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, true) }
+func (m *MultiMutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "lock", true) }
 
 // TryLock makes one attempt at every member: if any is held by someone
 // else, it returns an error wrapping ErrNotAcquired, and holds none.
-func (m *MultiMutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, false) }
+func (m *MultiMutex) TryLock(ctx context.Context) (*Lease, error) {
+	return m.acquire(ctx, "try-lock", false)
+}
 
-func (m *MultiMutex) acquire(ctx context.Context, wait bool) (*Lease, error) {
+// acquire takes every member for the method op.
+func (m *MultiMutex) acquire(ctx context.Context, op string, wait bool) (*Lease, error) {
 	if m.err != nil {
-		return nil, m.err
+		return nil, opErr(op, m.name(), m.err)
 	}
 	g, err := m.c.engine.AcquireAll(ctx, m.specs, wait)
 	if err != nil {
-		return nil, err
+		return nil, opErr(op, m.name(), err)
 	}
 	return &Lease{l: g}, nil
 }
+
+// name names the multi-lock in errors, as its Lease's Name does: its
+// members' names, sorted, joined with "+".
+func (m *MultiMutex) name() string { return strings.Join(m.names, "+") }

@@ -24,7 +24,12 @@ func (m *Mutex) Name() string { return m.name }
 // returns because its name or an option (of m or its Client) is invalid:
 // one wrapping ErrInvalidName or ErrInvalidOption. It is nil for a usable
 // Mutex.
-func (m *Mutex) Err() error { return m.lock.err }
+func (m *Mutex) Err() error {
+	if m.spec.Kind == engine.Fair {
+		return m.check("fair-mutex")
+	}
+	return m.check("mutex")
+}
 
 // Lock blocks until it holds the lock, or until ctx ends: the error then
 // wraps both ErrNotAcquired and the context's cause. A plain mutex's
@@ -44,7 +49,9 @@ func (m *Mutex) Err() error { return m.lock.err }
 // whatever the request took is released in the background, and the
 // request is refused if it reaches Redis only later (for a minute, or two
 // leases if longer; see the package documentation).
-func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, m.spec, true) }
+func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
+	return m.acquire(ctx, "lock", m.spec, true)
+}
 
 // TryLock makes one attempt. If someone else holds the lock, or others are
 // already waiting for it in Lock (they are served first), it returns an
@@ -54,7 +61,9 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx
 // If its request's outcome cannot be known (ctx ended, Redis failed),
 // whatever it may have taken is released in the background, and the
 // request is refused by Redis if it arrives later.
-func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, m.spec, false) }
+func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
+	return m.acquire(ctx, "try-lock", m.spec, false)
+}
 
 // LockInfo is a snapshot of a lock's state.
 type LockInfo struct {
@@ -104,6 +113,12 @@ type Holder struct {
 
 // Inspect reads the lock's state in one round trip.
 func (m *Mutex) Inspect(ctx context.Context) (LockInfo, error) {
+	info, err := m.info(ctx)
+	return info, opErr("inspect", m.name, err)
+}
+
+// info is Inspect for a caller that makes its own error of err.
+func (m *Mutex) info(ctx context.Context) (LockInfo, error) {
 	st, err := m.state(ctx)
 	if err != nil {
 		return LockInfo{}, err

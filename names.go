@@ -13,30 +13,38 @@ const MaxNameLen = 512
 // validateName checks a lock name: 1 to MaxNameLen bytes of UTF-8 without
 // control characters or braces. Braces are refused because the name is the
 // Redis Cluster hash tag of every key of the lock: a brace inside it would
-// change which part of the key is hashed.
+// change which part of the key is hashed. The error does not repeat the
+// name: the operation that returns it does.
 func validateName(name string) error {
-	switch {
-	case name == "":
+	if name == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidName)
-	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidName, len(name), MaxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: %q is not UTF-8", ErrInvalidName, name)
-	case strings.ContainsAny(name, "{}"):
-		return fmt.Errorf("%w: %q contains a brace", ErrInvalidName, name)
-	case strings.ContainsFunc(name, unicode.IsControl):
-		return fmt.Errorf("%w: %q contains a control character", ErrInvalidName, name)
+	}
+	if problem := nameProblem(name); problem != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidName, problem)
 	}
 	return nil
 }
 
 // validatePrefix checks a key prefix: like a name, but it may be empty.
 func validatePrefix(p string) error {
-	if p == "" {
-		return nil
-	}
-	if err := validateName(p); err != nil {
-		return fmt.Errorf("%w: prefix: %v", ErrInvalidOption, err)
+	if problem := nameProblem(p); problem != "" {
+		return fmt.Errorf("%w: prefix %q: %s", ErrInvalidOption, p, problem)
 	}
 	return nil
+}
+
+// nameProblem says what is wrong with s as a lock name or a key prefix,
+// or returns "".
+func nameProblem(s string) string {
+	switch {
+	case len(s) > MaxNameLen:
+		return fmt.Sprintf("%d bytes, more than %d", len(s), MaxNameLen)
+	case !utf8.ValidString(s):
+		return "not UTF-8"
+	case strings.ContainsAny(s, "{}"):
+		return "contains a brace"
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return "contains a control character"
+	}
+	return ""
 }

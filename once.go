@@ -97,9 +97,9 @@ type Run struct {
 // changes, as for any lock.
 func (c *Client) Once(ctx context.Context, key string, keep time.Duration, fn Job, opts ...MutexOption) (Run, error) {
 	if keep < time.Second || keep > 100*365*24*time.Hour {
-		return Run{}, fmt.Errorf("%w: once: keep %v outside [1s, 100y]", ErrInvalidOption, keep)
+		return Run{}, opErr("once", key, fmt.Errorf("%w: keep %v outside [1s, 100y]", ErrInvalidOption, keep))
 	}
-	return c.once(ctx, key, 0, keep, true, fn, opts)
+	return c.once(ctx, "once", key, 0, keep, true, fn, opts)
 }
 
 // OncePer runs fn under the lock name at most once per period (100 ms to
@@ -113,25 +113,26 @@ func (c *Client) Once(ctx context.Context, key string, keep time.Duration, fn Jo
 // whoever calls after its lease ends.
 func (c *Client) OncePer(ctx context.Context, name string, period time.Duration, fn Job, opts ...MutexOption) (Run, error) {
 	if period < 100*time.Millisecond || period > 365*24*time.Hour {
-		return Run{}, fmt.Errorf("%w: once per period: period %v outside [100ms, 1y]", ErrInvalidOption, period)
+		return Run{}, opErr("once-per", name, fmt.Errorf("%w: period %v outside [100ms, 1y]", ErrInvalidOption, period))
 	}
-	return c.once(ctx, name, period, 2*period, false, fn, opts)
+	return c.once(ctx, "once-per", name, period, 2*period, false, fn, opts)
 }
 
 // once runs fn under the lock name unless its record says it ran (in the
 // current period, with a period): waiting for the lock with wait, or
-// reporting who runs it without.
-func (c *Client) once(ctx context.Context, name string, period, keep time.Duration, wait bool, fn Job, opts []MutexOption) (Run, error) {
+// reporting who runs it without. Its errors are those of the method op;
+// fn's error is joined to them as fn returned it.
+func (c *Client) once(ctx context.Context, op, name string, period, keep time.Duration, wait bool, fn Job, opts []MutexOption) (Run, error) {
 	m := c.Mutex(name, opts...)
-	if m.Err() != nil {
-		return Run{}, m.Err()
+	if m.lock.err != nil {
+		return Run{}, opErr(op, name, m.lock.err)
 	}
 	if err := c.usable(); err != nil {
-		return Run{}, err
+		return Run{}, opErr(op, name, err)
 	}
 	lease, run, err := c.takeOnce(ctx, m, period, wait)
 	if lease == nil {
-		return run, err
+		return run, opErr(op, name, err)
 	}
 	jobCtx := lease.Context()
 	if period > 0 {
@@ -145,12 +146,12 @@ func (c *Client) once(ctx context.Context, name string, period, keep time.Durati
 	recorded, recErr := c.backend.RecordOnce(ctx, name, rec, keep)
 	switch {
 	case recErr != nil:
-		recErr = fmt.Errorf("once %q: the run could not be recorded: %w", name, recErr)
+		recErr = fmt.Errorf("the run could not be recorded: %w", recErr)
 	case !recorded:
-		recErr = fmt.Errorf("once %q: the run was not recorded, its lock having been lost (another caller may run it again): %w",
-			name, ErrLockLost)
+		recErr = fmt.Errorf("%w: the run was not recorded, its lock having been lost (another caller may run it again)", ErrLockLost)
 	}
-	return Run{State: RanHere, Token: lease.Token(), Period: run.Period}, errors.Join(runErr, recErr, lease.Unlock(ctx))
+	return Run{State: RanHere, Token: lease.Token(), Period: run.Period},
+		errors.Join(runErr, opErr(op, name, recErr), opErr(op, name, lease.l.Unlock(ctx)))
 }
 
 // maxOnceTries bounds how many times once tries the lock without waiting
@@ -159,21 +160,17 @@ const maxOnceTries = 8
 
 // takeOnce takes the lock of a job that runs once (per period) unless its
 // record says it ran: it returns the lease and a Run holding the current
-// period, or no lease and the Run that says why not.
+// period, or no lease and the Run that says why not, or an error without
+// operation and name.
 func (c *Client) takeOnce(ctx context.Context, m *Mutex, period time.Duration, wait bool) (*Lease, Run, error) {
 	for range maxOnceTries {
 		run, current, err := c.ran(ctx, m.name, period)
 		if err != nil || run.State != 0 {
 			return nil, run, err
 		}
-		var lease *Lease
-		if wait {
-			lease, err = m.Lock(ctx)
-		} else {
-			lease, err = m.TryLock(ctx)
-		}
+		lease, err := m.take(ctx, m.spec, wait)
 		if !wait && errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrBackend) && !errors.Is(err, ErrWrongKind) {
-			info, ierr := m.Inspect(ctx)
+			info, ierr := m.info(ctx)
 			if ierr != nil {
 				return nil, Run{}, ierr
 			}
@@ -188,12 +185,12 @@ func (c *Client) takeOnce(ctx context.Context, m *Mutex, period time.Duration, w
 		// Whoever held the lock before may have run it meanwhile.
 		run, current, err = c.ran(ctx, m.name, period)
 		if err != nil || run.State != 0 {
-			return nil, run, errors.Join(err, lease.Unlock(ctx))
+			return nil, run, errors.Join(err, lease.l.Unlock(ctx))
 		}
 		return lease, Run{Period: current}, nil
 	}
-	return nil, Run{}, fmt.Errorf("%w: once %q: the lock changed hands %d times, leaving no record of a run",
-		ErrNotAcquired, m.name, maxOnceTries)
+	return nil, Run{}, fmt.Errorf("%w: the lock changed hands %d times, leaving no record of a run",
+		ErrNotAcquired, maxOnceTries)
 }
 
 type periodKey struct{}

@@ -61,32 +61,36 @@ func (m *RWMutex) Name() string { return m.name }
 
 // Err returns, without contacting Redis, the error every method of m
 // returns because its name or an option is invalid, or nil.
-func (m *RWMutex) Err() error { return m.lock.err }
+func (m *RWMutex) Err() error { return m.check("rwmutex") }
 
 // Lock takes the write side: it blocks until no one else holds either
 // side, in its turn in the queue, or until ctx ends (the error then wraps
 // ErrNotAcquired and the context's cause). With a context that holds the
 // write side, it re-enters; with one that holds only the read side, it
 // fails at once with ErrDeadlock.
-func (m *RWMutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, m.write, true) }
+func (m *RWMutex) Lock(ctx context.Context) (*Lease, error) {
+	return m.acquire(ctx, "lock", m.write, true)
+}
 
 // TryLock takes the write side if no one holds either side and no one
 // waits; otherwise it fails with ErrNotAcquired. It never queues.
 func (m *RWMutex) TryLock(ctx context.Context) (*Lease, error) {
-	return m.acquire(ctx, m.write, false)
+	return m.acquire(ctx, "try-lock", m.write, false)
 }
 
 // RLock takes the read side: it blocks until no one holds the write side
 // and no writer waits ahead of it, or until ctx ends. With a context that
 // holds either side, it adds a read hold to that owner at once (a writer
 // that reads too: see the downgrade above).
-func (m *RWMutex) RLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, m.read, true) }
+func (m *RWMutex) RLock(ctx context.Context) (*Lease, error) {
+	return m.acquire(ctx, "rlock", m.read, true)
+}
 
 // TryRLock takes the read side if no one holds the write side and no one
 // waits; otherwise it fails with ErrNotAcquired. It never queues, and
 // never passes a waiting writer.
 func (m *RWMutex) TryRLock(ctx context.Context) (*Lease, error) {
-	return m.acquire(ctx, m.read, false)
+	return m.acquire(ctx, "try-rlock", m.read, false)
 }
 
 // RWLockInfo is a snapshot of a read-write lock's state.
@@ -125,7 +129,7 @@ type RWHolder struct {
 func (m *RWMutex) Inspect(ctx context.Context) (RWLockInfo, error) {
 	st, err := m.state(ctx)
 	if err != nil {
-		return RWLockInfo{}, err
+		return RWLockInfo{}, opErr("inspect", m.name, err)
 	}
 	info := RWLockInfo{Name: m.name, LastToken: st.LastToken, Kind: kindOf(st.Kind)}
 	if info.Kind != KindRW && info.Kind != KindFree {

@@ -67,7 +67,7 @@ func (s *Semaphore) Name() string { return s.name }
 
 // Err returns, without contacting Redis, the error every method of s
 // returns because its name, permits or an option is invalid, or nil.
-func (s *Semaphore) Err() error { return s.lock.err }
+func (s *Semaphore) Err() error { return s.check("semaphore") }
 
 // Acquire blocks until it holds n permits, in its turn, or until ctx ends
 // (the error then wraps ErrNotAcquired and the context's cause). n must be
@@ -75,22 +75,23 @@ func (s *Semaphore) Err() error { return s.lock.err }
 // ErrInvalidOption, as it does when the capacity stored in Redis is
 // smaller than n.
 func (s *Semaphore) Acquire(ctx context.Context, n int) (*Lease, error) {
-	return s.acquirePermits(ctx, n, true)
+	return s.acquirePermits(ctx, "acquire", n, true)
 }
 
 // TryAcquire takes n permits if they are free now and no one waits ahead;
 // otherwise it fails with ErrNotAcquired. It never queues.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int) (*Lease, error) {
-	return s.acquirePermits(ctx, n, false)
+	return s.acquirePermits(ctx, "try-acquire", n, false)
 }
 
-func (s *Semaphore) acquirePermits(ctx context.Context, n int, wait bool) (*Lease, error) {
+// acquirePermits takes n permits for the method op.
+func (s *Semaphore) acquirePermits(ctx context.Context, op string, n int, wait bool) (*Lease, error) {
 	if s.lock.err == nil && (n < 1 || n > s.spec.Capacity) {
-		return nil, fmt.Errorf("%w: semaphore %q: %d permits asked for, of %d", ErrInvalidOption, s.name, n, s.spec.Capacity)
+		return nil, opErr(op, s.name, fmt.Errorf("%w: %d permits asked for, of %d", ErrInvalidOption, n, s.spec.Capacity))
 	}
 	spec := s.spec
 	spec.Permits = n
-	return s.acquire(ctx, spec, wait)
+	return s.acquire(ctx, op, spec, wait)
 }
 
 // SetPermits sets the capacity stored in Redis to n (1 to MaxPermits), for
@@ -102,6 +103,10 @@ func (s *Semaphore) acquirePermits(ctx context.Context, n int, wait bool) (*Leas
 // ErrInvalidOption once its next refresh finds that (within the queue
 // timeout's refresh interval).
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
+	return opErr("set-permits", s.name, s.setPermits(ctx, n))
+}
+
+func (s *Semaphore) setPermits(ctx context.Context, n int) error {
 	if s.lock.err != nil {
 		return s.lock.err
 	}
@@ -112,10 +117,7 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 		return err
 	}
 	_, _, err := s.c.backend.SetPermits(ctx, s.name, n)
-	if err != nil {
-		return fmt.Errorf("semaphore %q: %w", s.name, err)
-	}
-	return nil
+	return err
 }
 
 // SemaphoreInfo is a snapshot of a semaphore's state.
@@ -152,7 +154,7 @@ type SemaphoreHolder struct {
 func (s *Semaphore) Inspect(ctx context.Context) (SemaphoreInfo, error) {
 	st, err := s.state(ctx)
 	if err != nil {
-		return SemaphoreInfo{}, err
+		return SemaphoreInfo{}, opErr("inspect", s.name, err)
 	}
 	info := SemaphoreInfo{Name: s.name, Capacity: st.Capacity, LastToken: st.LastToken, Kind: kindOf(st.Kind)}
 	if info.Kind != KindSemaphore && info.Kind != KindFree {

@@ -159,7 +159,7 @@ func warnMismatch(l semLocker, n int, ev distlock.Event) {
 			l.Name(), plural(info.Capacity, "permit"), n)
 	} else if ev.Err != nil {
 		// Changed again meanwhile, or Redis failed: the library's words.
-		msg = oneLine(trimSentinels(ev.Err.Error()))
+		msg = oneLine(fmt.Sprintf("semaphore %q: %v", l.Name(), ev.Err))
 	} else {
 		return
 	}

@@ -3,12 +3,15 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -80,6 +83,9 @@ func TestBadInput(t *testing.T) {
 			}
 			r.wantCode(t, tt.want)
 			wantOneLine(t, r.stderr)
+			if strings.Count(r.stderr, "distlock:") > 1 {
+				t.Errorf("stderr %q says distlock: more than once", r.stderr)
+			}
 			if r.stdout != "" {
 				t.Errorf("stdout %q, want nothing", r.stdout)
 			}
@@ -151,6 +157,48 @@ func TestHelp(t *testing.T) {
 	r.wantCode(t, 0)
 	if r.stdout != "distlock "+testVersion+"\n" {
 		t.Errorf("distlock --version printed %q", r.stdout)
+	}
+}
+
+// The library's errors are reported after the command's prefix without
+// their own "distlock: ", an invalid name as checkName says it, and a bad
+// --prefix as a prefix.
+func TestLibraryErrorWording(t *testing.T) {
+	t.Parallel()
+	url := "redis://" + closedAddr(t) // the options are checked before Redis is reached
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--redis", url, "a{b}"}, `distlock status: invalid lock name "a{b}": contains a brace`},
+		{[]string{"run", "--redis", url, "--semaphore", "2", "", "--", "true"}, `distlock run: invalid lock name "": empty`},
+		{[]string{"--prefix", "a{", "unlock", "--redis", url, "--force", "x"}, `distlock unlock: invalid option: prefix "a{": contains a brace`},
+		{[]string{"list", "--redis", url, "--prefix", "a\x01"}, `distlock list: invalid option: prefix "a\x01": contains a control character`},
+	} {
+		if r := run(t, tt.args...); r.stderr != tt.want+"\n" {
+			t.Errorf("%q: stderr %q, want %q", tt.args, r.stderr, tt.want)
+		}
+	}
+}
+
+// TestTrimLibrary checks that the library's "distlock: " goes wherever its
+// messages stand, and only there.
+func TestTrimLibrary(t *testing.T) {
+	c := distlock.New(nil)
+	defer c.Close()
+	lib := c.Mutex("jobs").Err() // distlock: mutex "jobs": invalid option: nil Redis client
+	for _, tt := range []struct{ msg, want string }{
+		{lib.Error(), `mutex "jobs": invalid option: nil Redis client`},
+		{fmt.Errorf("cannot watch the lock's lease: %w", lib).Error(), `cannot watch the lock's lease: mutex "jobs": invalid option: nil Redis client`},
+		{errors.Join(errors.New("exit status 3"), lib).Error(), "exit status 3\n" + `mutex "jobs": invalid option: nil Redis client`},
+		{"the distlock: prefix of a message of the command's own", "the distlock: prefix of a message of the command's own"},
+	} {
+		if got := trimLibrary(tt.msg); got != tt.want {
+			t.Errorf("trimLibrary(%q) = %q, want %q", tt.msg, got, tt.want)
+		}
+	}
+	if got := detail(lib, distlock.ErrInvalidOption); got != "nil Redis client" {
+		t.Errorf("detail = %q, want the words after invalid option", got)
 	}
 }
 

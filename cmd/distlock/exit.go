@@ -95,25 +95,34 @@ func report(prog string, err error) int {
 	if errors.As(err, &ee) && ee.err == nil {
 		return status
 	}
-	fmt.Fprintf(os.Stderr, "%s: %s\n", prog, oneLine(trimSentinels(err.Error())))
+	fmt.Fprintf(os.Stderr, "%s: %s\n", prog, oneLine(trimLibrary(err.Error())))
 	return status
 }
 
-// sentinels are the errors of the library, whose messages start with
-// "distlock: ".
-var sentinels = []error{
-	distlock.ErrNotAcquired, distlock.ErrNotHeld, distlock.ErrLockLost, distlock.ErrClosed,
-	distlock.ErrBackend, distlock.ErrUnsupported, distlock.ErrInvalidName, distlock.ErrInvalidOption,
+// libraryPrefix starts the message of every error the library returns
+// (distlock: lock "x": not acquired: ...).
+const libraryPrefix = "distlock: "
+
+// trimLibrary drops the "distlock: " of the library's errors from msg,
+// where they start it, follow the ": " of a message that wraps one, or
+// start a line of joined errors: the command's own prefix ("distlock
+// run: ") already says it.
+func trimLibrary(msg string) string {
+	msg = strings.TrimPrefix(msg, libraryPrefix)
+	msg = strings.ReplaceAll(msg, ": "+libraryPrefix, ": ")
+	return strings.ReplaceAll(msg, "\n"+libraryPrefix, "\n")
 }
 
-// trimSentinels drops the "distlock: " of the library's errors from msg:
-// the command's own prefix already says it.
-func trimSentinels(msg string) string {
-	for _, e := range sentinels {
-		s := e.Error()
-		msg = strings.ReplaceAll(msg, s, strings.TrimPrefix(s, "distlock: "))
+// detail is what the library's error err says after the message of the
+// error it wraps, sentinel ("contains a brace" of `distlock: lock "a{":
+// invalid lock name: contains a brace`), or else all of err's message
+// but its "distlock: ".
+func detail(err, sentinel error) string {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, sentinel.Error()+": "); ok {
+		return after
 	}
-	return msg
+	return trimLibrary(msg)
 }
 
 // exitStatus is the exit status for err.
@@ -122,7 +131,7 @@ func exitStatus(err error) int {
 	switch {
 	case errors.As(err, &ee):
 		return ee.status
-	case errors.Is(err, distlock.ErrInvalidOption): // before ErrInvalidName: a bad --prefix wraps both
+	case errors.Is(err, distlock.ErrInvalidOption):
 		return exitUsage
 	case errors.Is(err, distlock.ErrInvalidName):
 		return exitBadName

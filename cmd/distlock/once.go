@@ -69,7 +69,7 @@ func runOncePer(rf *redisFlags, o *runOptions, name string, argv []string) error
 			fmt.Fprintf(os.Stderr, "distlock run: %s\n", skipped(name, o.oncePer, run))
 		}
 		if err != nil { // found done once it had the lock, then failed to release it
-			fmt.Fprintf(os.Stderr, "distlock run: warning: %s\n", oneLine(trimSentinels(err.Error())))
+			fmt.Fprintf(os.Stderr, "distlock run: warning: %s\n", oneLine(trimLibrary(err.Error())))
 		}
 		return nil
 	case errors.Is(err, distlock.ErrWrongKind):
@@ -77,7 +77,7 @@ func runOncePer(rf *redisFlags, o *runOptions, name string, argv []string) error
 	case errors.Is(err, distlock.ErrNotAcquired) && !errors.Is(err, distlock.ErrBackend):
 		// The lock kept changing hands, with no run of this period
 		// recorded.
-		return exitf(exitNotAcquired, "%v; not run", trimSentinels(err.Error()))
+		return exitf(exitNotAcquired, "%v; not run", trimLibrary(err.Error()))
 	}
 	return s.failure(err)
 }
@@ -176,7 +176,7 @@ func (r *onceRun) result(err error) error {
 		default:
 			// The record (the others may run the command again in this
 			// period) or the release (the lock expires with its lease).
-			fmt.Fprintf(os.Stderr, "distlock run: warning: %s\n", oneLine(trimSentinels(e.Error())))
+			fmt.Fprintf(os.Stderr, "distlock run: warning: %s\n", oneLine(trimLibrary(e.Error())))
 		}
 	}
 	var ee *exitError

@@ -198,15 +198,24 @@ func badURL(err error) error {
 }
 
 // ready checks, in this order, that the options are valid (without I/O):
-// those of the client, and of the lock l unless it is nil; and that Redis
-// answers and accepts our credentials.
-func (s *session) ready(ctx context.Context, l interface{ Err() error }) error {
-	err := s.client.Err()
-	if l != nil {
-		err = l.Err()
-	}
-	if err != nil {
+// those of the client, and the name and options of the lock l unless it
+// is nil; and that Redis answers and accepts our credentials.
+func (s *session) ready(ctx context.Context, l interface {
+	Name() string
+	Err() error
+}) error {
+	if err := s.client.Err(); err != nil {
 		return err
+	}
+	if l != nil {
+		err := l.Err()
+		if errors.Is(err, distlock.ErrInvalidName) {
+			// As checkName says it.
+			return exitf(exitBadName, "invalid lock name %q: %s", l.Name(), detail(err, distlock.ErrInvalidName))
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return s.ping(ctx)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -209,9 +208,5 @@ func (s *supervisor) continued() {
 // lossReason says why a lock was lost, without the prefix of
 // distlock.ErrLockLost.
 func lossReason(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, distlock.ErrLockLost.Error()+": "); i >= 0 {
-		return s[i+len(distlock.ErrLockLost.Error())+2:]
-	}
-	return s
+	return detail(err, distlock.ErrLockLost)
 }

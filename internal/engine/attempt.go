@@ -26,10 +26,10 @@ func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
 			case errors.Is(err, ErrClosed):
 				return outcome{err: ErrClosed}
 			case refusal(err):
-				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
+				return outcome{err: err}
 			case err != nil:
 				e.cleanup(r) // it may have been applied, now or later
-				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
+				return outcome{err: err}
 			case !g.Acquired:
 				e.checkCapacity(s, g)
 				return outcome{g: g}
@@ -42,7 +42,7 @@ func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
 			return outcome{l: l, g: g, err: err}
 		})
 	if !replied {
-		return nil, Grant{}, notAcquired(s.Name, context.Cause(ctx))
+		return nil, Grant{}, notAcquired(context.Cause(ctx))
 	}
 	return out.l, out.g, out.err
 }

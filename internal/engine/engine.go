@@ -31,6 +31,7 @@ type Spec struct {
 type Engine struct {
 	b       Backend
 	observe func(Event)
+	cause   func(name string, err error) error // see New
 	epoch   time.Time
 	owners  string // random prefix of every owner id of this engine
 	seq     atomic.Uint64
@@ -63,13 +64,17 @@ type Engine struct {
 }
 
 // New returns an engine on b. observe, if not nil, is called synchronously
-// for every event and must not block.
-func New(b Backend, observe func(Event)) *Engine {
+// for every event and must not block. cause, if not nil, makes the cause
+// of the lease contexts of the lock name out of err, the engine's reason
+// for ending them (the caller adds the lock's name there, as it does to
+// the errors the engine returns); nil leaves err as it is.
+func New(b Backend, observe func(Event), cause func(name string, err error) error) *Engine {
 	var id [16]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
 	e := &Engine{
 		b:          b,
 		observe:    observe,
+		cause:      cause,
 		epoch:      time.Now(),
 		owners:     hex.EncodeToString(id[:]) + ":",
 		queues:     map[queueKey]*queue{},
@@ -106,7 +111,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 		return nil, ErrClosed
 	}
 	if ctx.Err() != nil {
-		return nil, notAcquired(s.Name, context.Cause(ctx))
+		return nil, notAcquired(context.Cause(ctx))
 	}
 	if h, ok := ctx.Value(holdKey{e, s.Name}).(*Hold); ok {
 		if s.Kind != Semaphore || h.kind != Semaphore {
@@ -115,7 +120,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 		// A semaphore is not re-entrant: a new acquisition, unless the
 		// permits the caller holds leave too few for it ever to be granted.
 		if h.nested+s.Permits > s.Capacity {
-			return nil, fmt.Errorf("lock %q: %w: the context holds %d of its %d permits; %d more could never be granted", s.Name, ErrDeadlock, h.nested, s.Capacity, s.Permits)
+			return nil, fmt.Errorf("%w: the context holds %d of its %d permits; %d more could never be granted", ErrDeadlock, h.nested, s.Capacity, s.Permits)
 		}
 	}
 	start := time.Now()
@@ -133,33 +138,33 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 // kind the store refuses while anyone waits.
 func (e *Engine) tryOnce(ctx context.Context, s Spec) (*Lease, error) {
 	if !s.Kind.Queued() && e.waiting(s.Name, s.Kind) {
-		return nil, fmt.Errorf("%w: lock %q: other callers of this process are waiting for it", ErrNotAcquired, s.Name)
+		return nil, fmt.Errorf("%w: other callers of this process are waiting for it", ErrNotAcquired)
 	}
 	l, g, err := e.try(ctx, s)
 	switch {
 	case err != nil:
 		return nil, err
 	case l == nil:
-		return nil, refused(s.Name, g)
+		return nil, refused(g)
 	}
 	e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
 	return l, nil
 }
 
 // refused is the error of a TryLock that found the lock taken.
-func refused(name string, g Grant) error {
+func refused(g Grant) error {
 	if g.TTL < 0 {
-		return fmt.Errorf("%w: lock %q is held by another owner or waited for", ErrNotAcquired, name)
+		return fmt.Errorf("%w: held by another owner or waited for", ErrNotAcquired)
 	}
-	return fmt.Errorf("%w: lock %q is held by another owner (lease %v left)", ErrNotAcquired, name, g.TTL)
+	return fmt.Errorf("%w: held by another owner (lease %v left)", ErrNotAcquired, g.TTL)
 }
 
 // joinErr is the error of a wait that could not start.
-func joinErr(name string, err error) error {
+func joinErr(err error) error {
 	if errors.Is(err, ErrBackend) || errors.Is(err, ErrClosed) {
-		return fmt.Errorf("lock %q: %w", name, err)
+		return err
 	}
-	return notAcquired(name, err)
+	return notAcquired(err)
 }
 
 // newOwner returns a fresh owner id: unique, and secret (it is what
@@ -206,10 +211,10 @@ func (e *Engine) Close(ctx context.Context) error {
 		stopRevoked()
 	}
 	if !waitFor(ctx, &e.bg) {
-		return fmt.Errorf("%w: close: requests to the backend still under way after %w; locks they hold expire with their leases", ErrBackend, context.Cause(ctx))
+		return fmt.Errorf("%w: requests to the backend still under way after %w; locks they hold expire with their leases", ErrBackend, context.Cause(ctx))
 	}
 	if n := e.unresolved.Load(); n > 0 {
-		return fmt.Errorf("%w: close: %d releases failed; those locks expire with their leases", ErrBackend, n)
+		return fmt.Errorf("%w: %d releases failed; those locks expire with their leases", ErrBackend, n)
 	}
 	return nil
 }
@@ -247,11 +252,11 @@ func (e *Engine) checkCapacity(s Spec, g Grant) {
 	e.mu.Unlock()
 	if g.Capacity != s.Capacity && (!reported || last != g.Capacity) {
 		e.emit(Event{Kind: Mismatch, Name: s.Name,
-			Err: fmt.Errorf("semaphore %q has %d permits in the store, %d here: the store's number is in force", s.Name, g.Capacity, s.Capacity)})
+			Err: fmt.Errorf("%d permits in the store, %d here: the store's number is in force", g.Capacity, s.Capacity)})
 	}
 }
 
 // notAcquired is the error of an acquisition that ended for cause.
-func notAcquired(name string, cause error) error {
-	return fmt.Errorf("%w: lock %q: %w", ErrNotAcquired, name, cause)
+func notAcquired(cause error) error {
+	return fmt.Errorf("%w: %w", ErrNotAcquired, cause)
 }

@@ -138,7 +138,7 @@ func (f *fakeBackend) releaseAndNotify(name string) {
 func TestRenewalsShareTicks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
-		e := New(f, nil)
+		e := New(f, nil, nil)
 		defer e.Close(context.Background())
 		const lease = 6 * time.Second
 		var leases []*Lease
@@ -172,7 +172,7 @@ func TestDeadlineCancelsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		f.hang = make(chan struct{})
-		e := New(f, nil)
+		e := New(f, nil, nil)
 		defer e.Close(context.Background())
 		const lease = 3 * time.Second
 		start := time.Now()
@@ -203,7 +203,7 @@ func TestLeaseContextAskedForLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		f.hang = make(chan struct{})
-		e := New(f, nil)
+		e := New(f, nil, nil)
 		defer e.Close(context.Background())
 		type key struct{}
 		ctx := context.WithValue(context.Background(), key{}, "v")
@@ -244,7 +244,7 @@ func TestLeaseContextAskedForLate(t *testing.T) {
 func TestFixedLeaseEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
-		e := New(f, nil)
+		e := New(f, nil, nil)
 		defer e.Close(context.Background())
 		start := time.Now()
 		l, err := e.Acquire(context.Background(), Spec{Name: "x", Lease: time.Second}, false)
@@ -284,7 +284,7 @@ func TestNoReplyWithinLeaseIsErrBackend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		f.silent = true
-		e := New(f, nil)
+		e := New(f, nil, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		for _, wait := range []bool{false, true} {

@@ -118,9 +118,13 @@ func (h *Hold) context() context.Context {
 	return h.ctx
 }
 
-// end cancels the hold's context with cause (nil: context.Canceled), or
-// makes it be born cancelled; the first call counts.
+// end cancels the hold's context with cause (nil: context.Canceled), as
+// the engine's cause hook makes it, or makes it be born cancelled; the
+// first call counts.
 func (h *Hold) end(cause error) {
+	if cause != nil && h.e.cause != nil {
+		cause = h.e.cause(h.name, cause)
+	}
 	h.mu.Lock()
 	if h.ended {
 		h.mu.Unlock()
@@ -282,7 +286,7 @@ func (l *Lease) ValidUntil() time.Time {
 func (l *Lease) Unlock(ctx context.Context) error {
 	h := l.hold
 	if !l.unlocked.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: lock %q: this lease was already unlocked", ErrNotHeld, h.name)
+		return fmt.Errorf("%w: this lease was already unlocked", ErrNotHeld)
 	}
 	l.mu.Lock()
 	cancel := l.cancel
@@ -297,7 +301,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	h := l.hold
 	if l.unlocked.Load() {
-		return fmt.Errorf("%w: lock %q: this lease was already unlocked", ErrNotHeld, h.name)
+		return fmt.Errorf("%w: this lease was already unlocked", ErrNotHeld)
 	}
 	return h.e.renew.extend(ctx, h, ttl)
 }
@@ -306,14 +310,14 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // owner (the caller's lease went with the others), ErrNotHeld for a
 // re-entry after that, or the cause of the loss.
 func (h *Hold) endErr() error {
-	cause := h.e.renew.causeOf(h)
-	switch cause {
+	switch cause := h.e.renew.causeOf(h); cause {
 	case nil:
 		return nil
 	case errReleased:
-		return fmt.Errorf("%w: lock %q was released", ErrNotHeld, h.name)
+		return fmt.Errorf("%w: the lock was released", ErrNotHeld)
+	default:
+		return cause
 	}
-	return fmt.Errorf("lock %q: %w", h.name, cause)
 }
 
 // releaseLate makes the last lease's Unlock send a release although h has

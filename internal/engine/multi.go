@@ -36,11 +36,11 @@ func (e *Engine) AcquireAll(ctx context.Context, specs []Spec, wait bool) (*Grou
 	specs = slices.SortedFunc(slices.Values(specs), func(a, b Spec) int { return cmp.Compare(a.Name, b.Name) })
 	label := groupName(specs)
 	if ctx.Err() != nil {
-		return nil, notAcquired(label, context.Cause(ctx))
+		return nil, notAcquired(context.Cause(ctx))
 	}
 	for _, s := range specs {
 		if _, ok := ctx.Value(holdKey{e, s.Name}).(*Hold); ok {
-			return nil, fmt.Errorf("lock %q: %w: the context holds its member %q", label, ErrDeadlock, s.Name)
+			return nil, fmt.Errorf("%w: the context holds its member %q", ErrDeadlock, s.Name)
 		}
 	}
 	start := time.Now()
@@ -56,7 +56,7 @@ func (e *Engine) AcquireAll(ctx context.Context, specs []Spec, wait bool) (*Grou
 	defer timer.Stop()
 	for {
 		if ctx.Err() != nil {
-			return nil, notAcquired(label, context.Cause(ctx))
+			return nil, notAcquired(context.Cause(ctx))
 		}
 		g, blocker, ttl, err := e.tryAll(ctx, specs)
 		switch {
@@ -66,7 +66,7 @@ func (e *Engine) AcquireAll(ctx context.Context, specs []Spec, wait bool) (*Grou
 			e.emit(Event{Kind: Acquired, Name: label, Token: g.Token(), Holds: 1, Wait: time.Since(start)})
 			return g, nil
 		case !wait:
-			return nil, refused(label, Grant{TTL: ttl})
+			return nil, refused(Grant{TTL: ttl})
 		}
 		name := specs[blocker].Name
 		if q == nil || q.key.name != name {
@@ -80,7 +80,7 @@ func (e *Engine) AcquireAll(ctx context.Context, specs []Spec, wait bool) (*Grou
 			woken = false
 			if q, w, _, err = e.join(ctx, name, Plain); err != nil {
 				q = nil
-				return nil, joinErr(label, err)
+				return nil, joinErr(err)
 			}
 			continue
 		}
@@ -93,7 +93,7 @@ func (e *Engine) AcquireAll(ctx context.Context, specs []Spec, wait bool) (*Grou
 		case <-timer.C:
 			woken = true
 		case <-ctx.Done():
-			return nil, notAcquired(label, context.Cause(ctx))
+			return nil, notAcquired(context.Cause(ctx))
 		case <-e.ctx.Done():
 			return nil, ErrClosed
 		}
@@ -142,13 +142,13 @@ func (e *Engine) tryAll(ctx context.Context, specs []Spec) (*Group, int, time.Du
 				return outcome{err: ErrClosed}
 			case refusal(err):
 				cleanup(gs, false)
-				return outcome{err: fmt.Errorf("lock %q: %w", label, err)}
+				return outcome{err: err}
 			case err == nil && (len(gs) == 0 || len(gs) > len(rs) || len(gs) < len(rs) && gs[len(gs)-1].Acquired):
 				err = fmt.Errorf("%w: %d grants for %d members", ErrBackend, len(gs), len(rs))
 				fallthrough
 			case err != nil:
 				cleanup(gs, true) // it may have been applied, now or later
-				return outcome{err: fmt.Errorf("lock %q: %w", label, err)}
+				return outcome{err: err}
 			case !waiting:
 				cleanup(gs, false)
 				return outcome{}
@@ -181,7 +181,7 @@ func (e *Engine) tryAll(ctx context.Context, specs []Spec) (*Group, int, time.Du
 			return outcome{g: newGroup(ctx, e, label, leases)}
 		})
 	if !replied {
-		return nil, 0, 0, notAcquired(label, context.Cause(ctx))
+		return nil, 0, 0, notAcquired(context.Cause(ctx))
 	}
 	return out.g, out.blocker, out.ttl, out.err
 }
@@ -275,7 +275,7 @@ func (g *Group) ValidUntil() time.Time {
 // members' errors, joined.
 func (g *Group) Unlock(ctx context.Context) error {
 	if !g.unlocked.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: lock %q: this lease was already unlocked", ErrNotHeld, g.name)
+		return fmt.Errorf("%w: this lease was already unlocked", ErrNotHeld)
 	}
 	for _, stop := range g.stops {
 		stop()
@@ -284,7 +284,7 @@ func (g *Group) Unlock(ctx context.Context) error {
 	errs := make([]error, len(g.leases))
 	var wg sync.WaitGroup
 	for i, l := range g.leases {
-		wg.Go(func() { errs[i] = l.Unlock(ctx) })
+		wg.Go(func() { errs[i] = memberErr(l, l.Unlock(ctx)) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -294,15 +294,24 @@ func (g *Group) Unlock(ctx context.Context) error {
 // members' errors, joined.
 func (g *Group) Extend(ctx context.Context, ttl time.Duration) error {
 	if g.unlocked.Load() {
-		return fmt.Errorf("%w: lock %q: this lease was already unlocked", ErrNotHeld, g.name)
+		return fmt.Errorf("%w: this lease was already unlocked", ErrNotHeld)
 	}
 	errs := make([]error, len(g.leases))
 	var wg sync.WaitGroup
 	for i, l := range g.leases {
-		wg.Go(func() { errs[i] = l.Extend(ctx, ttl) })
+		wg.Go(func() { errs[i] = memberErr(l, l.Extend(ctx, ttl)) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// memberErr says which member err, if not nil, is about: a group's name
+// names them all.
+func memberErr(l *Lease, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("member %q: %w", l.Name(), err)
 }
 
 // AcquireEach is AcquireAll for a backend that takes one lock at a time:

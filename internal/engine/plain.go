@@ -24,7 +24,7 @@ func (e *Engine) acquirePlain(ctx context.Context, s Spec, start time.Time) (*Le
 
 	q, w, first, err := e.join(ctx, s.Name, s.Kind)
 	if err != nil {
-		return nil, joinErr(s.Name, err)
+		return nil, joinErr(err)
 	}
 	// A waiter that leaves without the lock hands on a wake-up it did not
 	// act on, and the head's duty to watch the holder's lease.
@@ -38,7 +38,7 @@ func (e *Engine) acquirePlain(ctx context.Context, s Spec, start time.Time) (*Le
 	// for their turn.
 	for try := first; ; try = true {
 		if ctx.Err() != nil {
-			return nil, notAcquired(s.Name, context.Cause(ctx))
+			return nil, notAcquired(context.Cause(ctx))
 		}
 		if try {
 			woken = false
@@ -62,7 +62,7 @@ func (e *Engine) acquirePlain(ctx context.Context, s Spec, start time.Time) (*Le
 		case <-timer.C:
 			woken = true
 		case <-ctx.Done():
-			return nil, notAcquired(s.Name, context.Cause(ctx))
+			return nil, notAcquired(context.Cause(ctx))
 		case <-e.ctx.Done():
 			return nil, ErrClosed
 		}

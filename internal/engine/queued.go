@@ -30,7 +30,7 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 	// Grants are pushed to the watch: it is set up before the first place.
 	q, w, _, err := e.join(ctx, s.Name, s.Kind)
 	if err != nil {
-		return nil, joinErr(s.Name, err)
+		return nil, joinErr(err)
 	}
 	defer e.leave(q, w, false, false)
 	waiting := false
@@ -47,7 +47,7 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 		case <-h.settled:
 		case <-ctx.Done():
 			e.giveUp(h, context.Cause(ctx))
-			return nil, notAcquired(s.Name, context.Cause(ctx))
+			return nil, notAcquired(context.Cause(ctx))
 		case <-e.ctx.Done():
 			e.giveUp(h, ErrClosed)
 			return nil, ErrClosed
@@ -98,10 +98,10 @@ func (e *Engine) enqueue(ctx context.Context, s Spec) (*Hold, bool, error) {
 				return outcome{err: ErrClosed}
 			case refusal(err):
 				e.drop(h, err) // refused before anything was written
-				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
+				return outcome{err: err}
 			case err != nil:
 				e.giveUp(h, err) // it may have been applied, now or later
-				return outcome{err: fmt.Errorf("lock %q: %w", s.Name, err)}
+				return outcome{err: err}
 			case !waiting:
 				e.giveUp(h, context.Canceled)
 				return outcome{}
@@ -114,14 +114,14 @@ func (e *Engine) enqueue(ctx context.Context, s Spec) (*Hold, bool, error) {
 			case !g.Queued:
 				// Only an abandoned owner is refused, and this one is new.
 				e.giveUp(h, ErrBackend)
-				return outcome{err: fmt.Errorf("%w: lock %q: the store refused a new owner", ErrBackend, s.Name)}
+				return outcome{err: fmt.Errorf("%w: the store refused a new owner", ErrBackend)}
 			}
 			e.checkCapacity(s, g)
 			e.renew.placeConfirmed(h, sent, g.TTL)
 			return outcome{queued: true}
 		})
 	if !replied {
-		return nil, false, notAcquired(s.Name, context.Cause(ctx))
+		return nil, false, notAcquired(context.Cause(ctx))
 	}
 	return h, out.queued, out.err
 }

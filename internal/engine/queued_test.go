@@ -281,7 +281,7 @@ func (f *fairFake) state() (holder string, queue []string) {
 // an hour; the engine is closed at the end of the test.
 func fairEngine(t *testing.T) (*fairFake, *Engine) {
 	f := newFairFake()
-	e := New(f, nil)
+	e := New(f, nil, nil)
 	t.Cleanup(func() { e.Close(context.Background()) })
 	f.holdBy("other", time.Hour)
 	return f, e
@@ -443,7 +443,7 @@ func TestMissedGrantFoundByRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFairFake()
 		f.muteGrants = true
-		e := New(f, nil)
+		e := New(f, nil, nil)
 		defer e.Close(context.Background())
 		f.holdBy("other", time.Hour)
 		got := lockAsync(e, context.Background(), fairSpec)
@@ -463,7 +463,7 @@ func TestMissedGrantFoundByRefresh(t *testing.T) {
 func TestHeadTakesWhenHolderLeaseEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFairFake()
-		e := New(f, nil)
+		e := New(f, nil, nil)
 		defer e.Close(context.Background())
 		const holderLease = 7 * time.Second
 		f.holdBy("crashed", holderLease)
@@ -515,7 +515,7 @@ func TestCancelRacingGrant(t *testing.T) {
 func TestCloseRemovesPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFairFake()
-		e := New(f, nil)
+		e := New(f, nil, nil)
 		f.holdBy("other", time.Hour)
 		done := make(chan error, 1)
 		go func() {

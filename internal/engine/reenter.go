@@ -22,12 +22,12 @@ func (e *Engine) reenter(ctx context.Context, h *Hold, kind Kind) (*Lease, error
 	switch {
 	case kind == h.kind || kind == Read && h.kind == Write:
 	case kind == Write && h.kind == Read:
-		return nil, fmt.Errorf("lock %q: %w: the context holds the read side; the write side would wait for it forever", h.name, ErrDeadlock)
+		return nil, fmt.Errorf("%w: the context holds the read side; the write side would wait for it forever", ErrDeadlock)
 	default:
-		return nil, fmt.Errorf("lock %q: the context holds it as another kind: %w", h.name, ErrWrongKind)
+		return nil, fmt.Errorf("%w, by the caller's own context", ErrWrongKind)
 	}
 	if kind == Write && !h.writing() {
-		return nil, fmt.Errorf("lock %q: %w: the context's write leases were unlocked, it holds the read side only", h.name, ErrDeadlock)
+		return nil, fmt.Errorf("%w: the context's write leases were unlocked, it holds the read side only", ErrDeadlock)
 	}
 	if !h.usable() {
 		return nil, h.endErr()
@@ -46,10 +46,10 @@ func (e *Engine) reenter(ctx context.Context, h *Hold, kind Kind) (*Lease, error
 				return outcome{err: ErrClosed}
 			case errors.Is(err, ErrDeadlock):
 				// The last write hold was released first: nothing was added.
-				return outcome{err: fmt.Errorf("lock %q: %w", h.name, err)}
+				return outcome{err: err}
 			case err != nil:
 				e.releaseInBackground(h, id) // the hold may have been added
-				return outcome{err: fmt.Errorf("lock %q: %w", h.name, err)}
+				return outcome{err: err}
 			case !g.Acquired:
 				// Not this owner's any more: a loss, unless the hold ended
 				// first (released or lost while the re-entry was on its way).
@@ -67,7 +67,7 @@ func (e *Engine) reenter(ctx context.Context, h *Hold, kind Kind) (*Lease, error
 			return outcome{l: l}
 		})
 	if !replied {
-		return nil, notAcquired(h.name, context.Cause(ctx))
+		return nil, notAcquired(context.Cause(ctx))
 	}
 	return out.l, out.err
 }

@@ -43,9 +43,9 @@ func (e *Engine) releaseAll(ctx context.Context, h *Hold) error {
 	switch {
 	case err != nil:
 		e.cleanup(e.ownerOf(h))
-		return fmt.Errorf("lock %q: release not confirmed, it is retried in the background and expires with its lease at the latest: %w", h.name, err)
+		return fmt.Errorf("release not confirmed, it is retried in the background and expires with its lease at the latest: %w", err)
 	case res == NotOwner:
-		return fmt.Errorf("lock %q: %w: it was no longer held by this owner at release", h.name, ErrLockLost)
+		return fmt.Errorf("%w: it was no longer held by this owner at release", ErrLockLost)
 	}
 	e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
 	e.handOff(h.name, h.kind)
@@ -76,7 +76,7 @@ func (e *Engine) releaseOne(ctx context.Context, h *Hold, id uint64) error {
 	case err != nil:
 		// The hold id may stay on the server: the release of the last
 		// lease removes every hold of the owner.
-		return fmt.Errorf("lock %q: release not confirmed: %w", h.name, err)
+		return fmt.Errorf("release not confirmed: %w", err)
 	case res == Freed:
 		// No other hold had reached the server (a re-entry on its way):
 		// the lock is free, so the hold has ended.

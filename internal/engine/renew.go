@@ -373,7 +373,7 @@ func (r *renewer) extend(ctx context.Context, h *Hold, ttl time.Duration) error 
 		return ErrClosed
 	}
 	if err != nil && !errors.Is(err, ErrSuperseded) {
-		return fmt.Errorf("lock %q: extend: not confirmed, it may still be applied (the lease context counts with it): %w", h.name, err)
+		return fmt.Errorf("extension not confirmed, it may still be applied (the lease context counts with it): %w", err)
 	}
 	return nil
 }

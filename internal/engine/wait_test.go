@@ -15,7 +15,7 @@ func TestCancelledWaiterHandsOnItsWakeUp(t *testing.T) {
 	for round := 0; round < 50; round++ {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFake()
-			e := New(f, nil)
+			e := New(f, nil, nil)
 			defer e.Close(context.Background())
 			const lease = time.Hour // a waiter that misses its wake-up sleeps this long
 			f.holdFor("x", "other", lease)
@@ -62,7 +62,7 @@ func TestCancelledWaiterHandsOnItsWakeUp(t *testing.T) {
 func TestNextWaiterSleepsTheHoldersLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
-		e := New(f, nil)
+		e := New(f, nil, nil)
 		defer e.Close(context.Background())
 		const holderLease = 2 * time.Second
 		f.holdFor("x", "crashed", holderLease)

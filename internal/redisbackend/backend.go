@@ -138,7 +138,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	if err == nil && g.Acquired && ackErr != nil {
 		// Taken on the master only: not confirmed. The engine counts it
 		// as possibly applied and releases it.
-		return engine.Grant{}, fmt.Errorf("acquire: %w", ackErr)
+		return engine.Grant{}, ackErr
 	}
 	return g, err
 }
@@ -185,7 +185,7 @@ func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine
 		code, ok := replyInt(res, 0)
 		switch {
 		case ok && code == 1 && len(res) == len(group)+1 && ackErr != nil:
-			return gs, fmt.Errorf("acquire: %w", ackErr) // taken on the master only: rolled back by the engine
+			return gs, ackErr // taken on the master only: rolled back by the engine
 		case ok && code == 1 && len(res) == len(group)+1:
 			for j := range group {
 				tok, err := replyToken(res, j+1)

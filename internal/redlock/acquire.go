@@ -195,7 +195,7 @@ func (b *Backend) giveUp(ctx context.Context, r engine.Request, touched []touch)
 		return releases == 0
 	}, nil)
 	if failed > 0 {
-		return fmt.Errorf("redlock: undoing an attempt: %d of %d masters did not confirm its release: %w", failed, len(b.nodes), asBackendErr(first))
+		return fmt.Errorf("undoing an attempt: %d of %d masters did not confirm its release: %w", failed, len(b.nodes), asBackendErr(first))
 	}
 	return nil
 }

@@ -108,7 +108,7 @@ func unreachable(err error) bool {
 
 // noQuorum is the error of a request that too few nodes answered.
 func (b *Backend) noQuorum(what string, failed int, first error) error {
-	return fmt.Errorf("redlock: %s: %d of %d masters failed, a quorum is %d: %w", what, failed, len(b.nodes), b.quorum, asBackendErr(first))
+	return fmt.Errorf("%s: %d of %d masters failed, a quorum is %d: %w", what, failed, len(b.nodes), b.quorum, asBackendErr(first))
 }
 
 // asBackendErr wraps a node's failure in ErrBackend, unless it says more

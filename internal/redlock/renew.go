@@ -89,6 +89,6 @@ func (v *renewVotes) end(quorum, nodes int) (error, bool) {
 	if v.ok+v.superseded >= quorum {
 		return engine.ErrSuperseded, true
 	}
-	return fmt.Errorf("%w: redlock: renewal confirmed by %d of %d masters, a quorum is %d (%d found it gone, %d failed, first: %v)",
+	return fmt.Errorf("%w: renewal confirmed by %d of %d masters, a quorum is %d (%d found it gone, %d failed, first: %v)",
 		engine.ErrBackend, v.ok, nodes, quorum, v.notHeld, nodes-v.ok-v.notHeld-v.superseded, v.first), true
 }
