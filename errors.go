@@ -26,7 +26,7 @@ import (
 //
 // The ops are the methods' names in lower case, with a hyphen between
 // words: lock, try-lock, rlock, try-rlock, acquire, try-acquire,
-// campaign, unlock, extend, inspect, force-unlock, leader, set-permits,
+// campaign, unlock, extend, inspect, force-unlock, revoke, leader, set-permits,
 // list, once and once-per. The cause of a lease's context
 // (context.Cause(lease.Context())) has the op hold. The Err methods of
 // the locks have the name of the Client's method that made the lock:

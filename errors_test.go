@@ -434,6 +434,8 @@ func TestErrorShape(t *testing.T) {
 	checkShape(t, "TryLock, absurd TTL", err, "a", distlock.ErrInvalidOption)
 	_, err = c.Mutex("a{b").ForceUnlock(ctx)
 	checkShape(t, "ForceUnlock, invalid name", err, "a{b", distlock.ErrInvalidName)
+	_, err = c.Mutex("a{b").Revoke(ctx)
+	checkShape(t, "Revoke, invalid name", err, "a{b", distlock.ErrInvalidName)
 
 	// Redis unreachable.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // nothing listens there
@@ -450,6 +452,8 @@ func TestErrorShape(t *testing.T) {
 	checkShape(t, "List, Redis down", err, "jobs*", distlock.ErrBackend)
 	_, err = down.Mutex("jobs").ForceUnlock(ctx)
 	checkShape(t, "ForceUnlock, Redis down", err, "jobs", distlock.ErrBackend)
+	_, err = down.RWMutex("jobs").Revoke(ctx)
+	checkShape(t, "Revoke, Redis down", err, "jobs", distlock.ErrBackend)
 	_, err = down.Once(ctx, "job", time.Hour, func(context.Context, uint64) error { return nil })
 	checkShape(t, "Once, Redis down", err, "job", distlock.ErrBackend)
 	// Close gives up on the clean-ups of the attempts above, which cannot

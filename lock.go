@@ -65,12 +65,13 @@ func (lk *lock) forceUnlock(ctx context.Context) (bool, error) {
 // revoke revokes the lock whoever holds it, without freeing it.
 func (lk *lock) revoke(ctx context.Context) (time.Duration, error) {
 	if lk.err != nil {
-		return 0, lk.err
+		return 0, opErr("revoke", lk.name, lk.err)
 	}
 	if err := lk.c.usable(); err != nil {
-		return 0, err
+		return 0, opErr("revoke", lk.name, err)
 	}
-	return lk.c.backend.Revoke(ctx, lk.name)
+	left, err := lk.c.backend.Revoke(ctx, lk.name)
+	return left, opErr("revoke", lk.name, err)
 }
 
 // A Kind is the kind of lock a name is in use as. A name is used by one
