@@ -66,6 +66,46 @@ func ExampleMutex_TryLock() {
 	// Output: node B skips: true
 }
 
+// Take a stuck job's lock away without letting the next node in before the
+// job has stopped: Revoke cancels the holder's lease context, and the lock
+// stays held until the holder's Unlock (or the end of its lease).
+func ExampleMutex_Revoke() {
+	rdb, done := exampleRedis()
+	defer done()
+	worker, operator, next := distlock.New(rdb), distlock.New(rdb), distlock.New(rdb)
+	defer worker.Close()
+	defer operator.Close()
+	defer next.Close()
+	ctx := context.Background()
+	opts := distlock.WithTTL(3 * time.Second)
+
+	lease, err := worker.Mutex("import", opts).Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { // the job: it works until its lease context ends
+		defer close(stopped)
+		<-lease.Context().Done()
+		err := lease.Unlock(ctx) // releases the revoked lock
+		fmt.Println("job stopped, lock lost:", errors.Is(err, distlock.ErrLockLost))
+	}()
+
+	if _, err := operator.Mutex("import").Revoke(ctx); err != nil {
+		log.Fatal(err)
+	}
+	l, err := next.Mutex("import", opts).Lock(ctx) // waits for the job's Unlock
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	<-stopped
+	fmt.Println("next holder's token is higher:", l.Token() > lease.Token())
+	// Output:
+	// job stopped, lock lost: true
+	// next holder's token is higher: true
+}
+
 // Bound the wait with the context, and the lease with WithFixedLease
 // (Redisson's tryLock(waitTime, leaseTime)).
 func ExampleMutex_Lock_waitAndLease() {
