@@ -92,20 +92,24 @@ func touch(t *testing.T, path string) {
 
 // sharedOverlap is the command of a run --shared in TestRunSharedThenExclusive.
 // It marks itself running with $DIR/in.$ID, then waits until the other
-// reader's mark appears (exit status 3 if it does not within about 30
+// reader's mark appears (exit status 3 if it does not within about 20
 // seconds: the two did not run at once), then until $DIR/go exists. It
 // logs an overlap if the writer's command runs meanwhile, and logs its end
-// before it removes its mark.
+// before it replaces its mark with $DIR/out.$ID. The other reader may
+// be that quick only after both marks were there (the test touches go
+// once it has seen both): a reader that has not looked yet accepts the
+// other's out mark as well.
 const sharedOverlap = `touch "$DIR/in.$ID"
 i=0
-until [ -e "$DIR/in.$OTHER" ]; do
+until [ -e "$DIR/in.$OTHER" ] || [ -e "$DIR/out.$OTHER" ]; do
 	i=$((i + 1))
-	[ "$i" -le 600 ] || exit 3
+	[ "$i" -le 400 ] || exit 3
 	sleep 0.05
 done
 until [ -e "$DIR/go" ]; do sleep 0.05; done
 [ ! -e "$DIR/writing" ] || echo "overlap: reader $ID with the writer" >>"$LOG"
 echo "reader $ID" >>"$LOG"
+touch "$DIR/out.$ID"
 rm "$DIR/in.$ID"`
 
 // exclusiveAlone is the command of the run --exclusive of
