@@ -144,6 +144,9 @@ func (c *Client) once(ctx context.Context, name string, period, keep time.Durati
 	}
 	recorded, recErr := c.backend.RecordOnce(ctx, name, rec, keep)
 	switch {
+	case recorded && recErr != nil:
+		recErr = fmt.Errorf("once %q: the run was recorded on the master only (a failover before a replica has it loses the record, and the job may run again): %w",
+			name, recErr)
 	case recErr != nil:
 		recErr = fmt.Errorf("once %q: the run could not be recorded: %w", name, recErr)
 	case !recorded:
