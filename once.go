@@ -94,7 +94,9 @@ type Run struct {
 // fenced by the lock's token), so a runner whose lease ended cannot record
 // over one that took its place; but a runner paused past its lease may
 // still be running fn when another starts it: pass the token to what fn
-// changes, as for any lock.
+// changes, as for any lock. With WithReplicaAck, a record that too few
+// replicas acknowledged is reported with an error wrapping
+// ErrNotReplicated (the run is RanHere; a failover may lose the record).
 func (c *Client) Once(ctx context.Context, key string, keep time.Duration, fn Job, opts ...MutexOption) (Run, error) {
 	if keep < time.Second || keep > 100*365*24*time.Hour {
 		return Run{}, fmt.Errorf("%w: once: keep %v outside [1s, 100y]", ErrInvalidOption, keep)

@@ -250,9 +250,9 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 	r.fair = map[string]time.Duration{}
 	nFair, nRW, nSem := *flagFair, *flagRW, *flagSem
 	if sentinel || redlock {
-		// WithReplicaAck refuses the queued kinds, and the point is
-		// failover: plain mutexes only, in both Sentinel runs. Redlock
-		// refuses them (ErrUnsupported).
+		// The point is failover: plain mutexes only, in both Sentinel
+		// runs (WithReplicaAck takes the queued kinds too, but they are
+		// not in these runs). Redlock refuses them (ErrUnsupported).
 		nFair, nRW, nSem = 0, 0, 0
 	}
 	for i := 0; i < nFair; i++ {
