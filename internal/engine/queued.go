@@ -215,7 +215,7 @@ func (e *Engine) confirmGrant(ctx context.Context, h *Hold) error {
 		e.b.Renew(c, []Request{req}, func(_ int, _ Grant, err error) { out = err })
 		return struct{}{}, out
 	}
-	err, replied := call(e, ctx, lease, renew, func(_ struct{}, err error, waiting bool) error {
+	outcome, replied := call(e, ctx, lease, renew, func(_ struct{}, err error, waiting bool) error {
 		if !waiting {
 			return nil // the caller has given h up
 		}
@@ -247,5 +247,5 @@ func (e *Engine) confirmGrant(ctx context.Context, h *Hold) error {
 		e.giveUp(h, context.Cause(ctx))
 		return notAcquired(h.name, context.Cause(ctx))
 	}
-	return err
+	return outcome
 }
