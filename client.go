@@ -39,9 +39,6 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	if rdb == nil {
 		cfg.fail(fmt.Errorf("%w: nil Redis client", ErrInvalidOption))
 	}
-	if _, cluster := rdb.(*redis.ClusterClient); cluster && cfg.replicas > 0 {
-		cfg.fail(fmt.Errorf("%w: replica acknowledgement is not supported on Redis Cluster yet", ErrInvalidOption))
-	}
 	b := redisbackend.New(rdb, cfg.backendConfig())
 	return &Client{cfg: cfg, backend: b, engine: engine.New(b, cfg.observer(), holdCause)}
 }
@@ -163,10 +160,13 @@ func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, 
 	}
 	if lk.err == nil && c.cfg.replicas > 0 {
 		switch {
-		case kind != engine.Plain:
-			lk.err = fmt.Errorf("%w: replica acknowledgement is supported by Mutex and MultiMutex only, not yet by this kind of lock", ErrInvalidOption)
 		case mc.ttl < 6*c.cfg.replicaTimeout:
 			lk.err = fmt.Errorf("%w: a lease of %v is shorter than six times the replica acknowledgement timeout %v", ErrInvalidOption, mc.ttl, c.cfg.replicaTimeout)
+		case kind.Queued() && mc.queue < 3*c.cfg.replicaTimeout:
+			// A grant's first lease is the shorter of the lease and the
+			// queue timeout, and its confirmation must be answered
+			// within it.
+			lk.err = fmt.Errorf("%w: a queue timeout of %v is shorter than three times the replica acknowledgement timeout %v", ErrInvalidOption, mc.queue, c.cfg.replicaTimeout)
 		}
 	}
 	return lk, engine.Spec{Name: name, Kind: kind, Lease: mc.ttl, Renew: mc.renew, Queue: mc.queue}

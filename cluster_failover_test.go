@@ -130,6 +130,22 @@ func nameOn(ctx context.Context, t *testing.T, cl *redistest.Cluster, master *re
 	return ""
 }
 
+// migration returns the slot of name, its master, and another master to
+// migrate it to.
+func migration(ctx context.Context, t *testing.T, cl *redistest.Cluster, name string) (slot int, from, to *redistest.Server) {
+	t.Helper()
+	slot = redisbackend.Slot(name)
+	from, err := cl.SlotMaster(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to = cl.Servers[0]
+	if to == from {
+		to = cl.Servers[1]
+	}
+	return slot, from, to
+}
+
 // TestClusterMigratedLock is issue 14's point 2, resharding: a lock held
 // by the watchdog while its slot moves to another master (first half way,
 // keys moved and the slot still migrating, so that requests for it get ASK;
@@ -143,15 +159,7 @@ func TestClusterMigratedLock(t *testing.T) {
 	cl := redistest.StartClusterT(t, 3)
 	const name = "migrated"
 	const ttl = 2 * time.Second // the watchdog renews several times a second
-	slot := redisbackend.Slot(name)
-	from, err := cl.SlotMaster(ctx, slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := cl.Servers[0]
-	if to == from {
-		to = cl.Servers[1]
-	}
+	slot, from, to := migration(ctx, t, cl, name)
 	other := nameOn(ctx, t, cl, from, name)
 
 	ev := newClusterEvents()
@@ -277,15 +285,7 @@ func TestClusterMigratedSubscription(t *testing.T) {
 	ctx := testCtx(t)
 	cl := redistest.StartClusterT(t, 3)
 	const name = "migrated-sub"
-	slot := redisbackend.Slot(name)
-	from, err := cl.SlotMaster(ctx, slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := cl.Servers[0]
-	if to == from {
-		to = cl.Servers[1]
-	}
+	slot, _, to := migration(ctx, t, cl, name)
 	ca := distlock.New(cl.Client(t), distlock.WithLogger(nil))
 	defer ca.Close()
 	a, err := ca.Mutex(name).Lock(ctx)
@@ -487,15 +487,7 @@ func TestClusterLockDuringMigration(t *testing.T) {
 	ctx := testCtx(t)
 	cl := redistest.StartClusterT(t, 2)
 	const name = "half-migrated"
-	slot := redisbackend.Slot(name)
-	from, err := cl.SlotMaster(ctx, slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := cl.Servers[0]
-	if to == from {
-		to = cl.Servers[1]
-	}
+	slot, _, to := migration(ctx, t, cl, name)
 	c := distlock.New(cl.Client(t), distlock.WithLogger(nil))
 	defer c.Close()
 	// The fencing counter exists, the lock does not: once the counter has

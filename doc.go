@@ -39,8 +39,8 @@
 //   - Redis keeps the key until it expires: no failover to a replica that
 //     missed the write, no restart without persistence, no eviction, no
 //     FLUSHALL. Replication in Redis is asynchronous; a lock that must
-//     survive failover needs more (replica acknowledgement or Redlock, on
-//     the roadmap).
+//     survive failover needs more (replica acknowledgement,
+//     WithReplicaAck, or Redlock, NewRedlock).
 //
 // In Kleppmann's terms, this makes distlock an efficiency lock: it prevents
 // duplicate work under the conditions above. For correctness under pauses

@@ -94,7 +94,9 @@ type Run struct {
 // fenced by the lock's token), so a runner whose lease ended cannot record
 // over one that took its place; but a runner paused past its lease may
 // still be running fn when another starts it: pass the token to what fn
-// changes, as for any lock.
+// changes, as for any lock. With WithReplicaAck, a record that too few
+// replicas acknowledged is reported with an error wrapping
+// ErrNotReplicated (the run is RanHere; a failover may lose the record).
 func (c *Client) Once(ctx context.Context, key string, keep time.Duration, fn Job, opts ...MutexOption) (Run, error) {
 	if keep < time.Second || keep > 100*365*24*time.Hour {
 		return Run{}, opErr("once", key, fmt.Errorf("%w: keep %v outside [1s, 100y]", ErrInvalidOption, keep))
@@ -145,6 +147,9 @@ func (c *Client) once(ctx context.Context, op, name string, period, keep time.Du
 	}
 	recorded, recErr := c.backend.RecordOnce(ctx, name, rec, keep)
 	switch {
+	case recorded && recErr != nil:
+		recErr = fmt.Errorf("once %q: the run was recorded on the master only (a failover before a replica has it loses the record, and the job may run again): %w",
+			name, recErr)
 	case recErr != nil:
 		recErr = fmt.Errorf("the run could not be recorded: %w", recErr)
 	case !recorded:

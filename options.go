@@ -69,28 +69,38 @@ func WithFenceRetention(d time.Duration) Option {
 // answer within go-redis's default read timeout (3 s).
 const MaxReplicaTimeout = 2 * time.Second
 
-// WithReplicaAck makes an acquisition, and every renewal and Extend, count
-// only once replicas replicas have acknowledged it, within timeout (Redis
-// WAIT, sent after the script on the same connection). An acquisition
-// that too few replicas acknowledged is rolled back (released, as any
-// acquisition whose outcome is unknown) and returns an error wrapping
+// WithReplicaAck makes every acquisition, renewal and Extend, of every
+// kind of lock, and the record of a Once run, count only once replicas
+// replicas have acknowledged it, within timeout (Redis WAIT, sent after
+// the script on the same connection, at the master of the lock's slot on
+// a Cluster). An acquisition that too few replicas acknowledged is rolled
+// back (released, as any acquisition whose outcome is unknown: a queued
+// kind's next waiter gets the lock) and returns an error wrapping
 // ErrNotReplicated; a renewal that too few acknowledged is not confirmed:
 // it is retried, and if none is acknowledged before the lease's local
-// deadline, the lease context ends with ErrLockLost.
+// deadline, the lease context ends with ErrLockLost. A Once run whose
+// record too few acknowledged returns RanHere and an error wrapping
+// ErrNotReplicated.
+//
+// A queued kind (FairMutex, RWMutex, Semaphore, Election) granted to a
+// waiter by another client's release is written by that client's script:
+// the waiter confirms it with a renewal of its own, which WAIT covers,
+// and with the grant before it, in the master's one replication stream,
+// before Lock returns (one more round trip). Places in a queue are not
+// acknowledged: a failover that loses one sends its waiter to the back.
 //
 // What it buys: a lock that a replica had acknowledged survives that
 // replica's promotion (the failover of TestFailoverReplicaAck). What it
 // does not: WAIT does not make the write durable on the replica (a
 // replica that restarts before it is promoted can lose it), it counts any
-// replica, not the one the Sentinels will promote (ask for all of them),
-// and Redis does not roll a write back when WAIT times out: the master
-// keeps the lock until the engine's release reaches it.
+// replica, not the one that will be promoted (ask for all of them), and
+// Redis does not roll a write back when WAIT times out: the master keeps
+// the lock until the engine's release reaches it. See docs/guarantees.md.
 //
-// It is supported by Mutex and MultiMutex on a standalone or Sentinel
-// client, with timeout at most MaxReplicaTimeout and a TTL of at least six
-// times timeout; the other kinds, and a Cluster client, are refused with
-// ErrInvalidOption (a grant made inside another client's release, and a
-// WAIT routed to a slot's master, are not built yet).
+// timeout is at most MaxReplicaTimeout; a lock's TTL must be at least six
+// times timeout, and a queued kind's queue timeout (WithQueueTimeout)
+// three times: other locks fail with ErrInvalidOption. NewRedlock refuses
+// the option.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(c *clientConfig) {
 		if replicas < 1 || replicas > 64 {

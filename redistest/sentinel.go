@@ -376,10 +376,13 @@ func (g *Sentinel) Failover(ctx context.Context) (*Server, error) {
 // AwaitSync waits until every running data server other than the current
 // master is its replica with master_link_status:up (INFO replication) and
 // has processed the master's replication stream up to the master's offset
-// at the time of the call, and the master lists them all as connected.
-// Before the sentinels are started, the current master is the first
-// server. A replica whose replication is cut ([Sentinel.CutReplication])
-// never gets in sync.
+// at the time of the call, and the master streams to them all: a PUBLISH
+// on the master (which replicates) is acknowledged by every one of them
+// (WAIT). After a full sync the master streams to a replica, and WAIT
+// counts it, only from the replica's first acknowledgement, up to a second
+// after the replica reports its link up. Before the sentinels are
+// started, the current master is the first server. A replica whose
+// replication is cut ([Sentinel.CutReplication]) never gets in sync.
 func (g *Sentinel) AwaitSync(ctx context.Context) error {
 	m := g.servers[0]
 	if len(g.sentinels) > 0 {
@@ -399,6 +402,7 @@ func (g *Sentinel) AwaitSync(ctx context.Context) error {
 			}
 			target, _ = strconv.ParseInt(off, 10, 64)
 		}
+		replicas := 0
 		for _, s := range g.servers {
 			if s == m || s.PID() == 0 {
 				continue
@@ -417,6 +421,11 @@ func (g *Sentinel) AwaitSync(ctx context.Context) error {
 				last = fmt.Sprintf("replica %s at offset %d, master at %d", s.Addr(), a, target)
 				return false
 			}
+			replicas++
+		}
+		if n, err := streamed(ctx, m, replicas); err != nil || n < replicas {
+			last = fmt.Sprintf("master %s: %d of %d replicas acknowledge its stream (%v)", m.Addr(), n, replicas, err)
+			return false
 		}
 		return true
 	})
@@ -424,6 +433,22 @@ func (g *Sentinel) AwaitSync(ctx context.Context) error {
 		return fmt.Errorf("redistest: replicas not in sync (%s): %w", last, err)
 	}
 	return nil
+}
+
+// streamed publishes on m's sync channel, which replicates, and returns
+// how many replicas acknowledged it (WAIT for replicas of them, on the
+// same connection, for 100 ms at most).
+func streamed(ctx context.Context, m *Server, replicas int) (int, error) {
+	rdb := redis.NewClient(m.Options())
+	defer rdb.Close()
+	pipe := rdb.Pipeline()
+	pipe.Publish(ctx, "__redistest__:sync", "")
+	wait := redis.NewIntCmd(ctx, "wait", replicas, 100)
+	_ = pipe.Process(ctx, wait)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	return int(wait.Val()), nil
 }
 
 // CutReplication stops replica from replicating: its replication user is

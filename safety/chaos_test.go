@@ -249,10 +249,12 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 	// costs its place) or of two leases (places outlive short faults).
 	r.fair = map[string]time.Duration{}
 	nFair, nRW, nSem := *flagFair, *flagRW, *flagSem
-	if sentinel || redlock {
-		// WithReplicaAck refuses the queued kinds, and the point is
-		// failover: plain mutexes only, in both Sentinel runs. Redlock
-		// refuses them (ErrUnsupported).
+	if mode == modeSentinel || redlock {
+		// The point is failover: plain mutexes only without replica
+		// acknowledgement (the queued kinds' places and grants are lost
+		// with the rest). With it, every kind: a grant is confirmed by
+		// the grantee's own acknowledged renewal. Redlock refuses them
+		// (ErrUnsupported).
 		nFair, nRW, nSem = 0, 0, 0
 	}
 	for i := 0; i < nFair; i++ {

@@ -27,10 +27,11 @@
 //     after the run; for the read-write locks, no writer's validity
 //     interval overlapping another holder's, and for the semaphores, never
 //     more permits held than the capacity, and none left after the run. TestChaosCluster runs the same on a 3-master Redis
-//     Cluster with a paused master among its faults. TestChaosSentinel and
-//     TestChaosSentinelAck (WithReplicaAck) run plain mutexes on a Sentinel
-//     group through go-redis's failover client, with master kills, SENTINEL
-//     FAILOVER and a replication cut before a master kill among the faults.
+//     Cluster with a paused master among its faults. TestChaosSentinel runs
+//     plain mutexes, and TestChaosSentinelAck (WithReplicaAck) every kind
+//     of TestChaos, on a Sentinel group through go-redis's failover client,
+//     with master kills, SENTINEL FAILOVER and a replication cut before a
+//     master kill among the faults.
 //     TestChaosRedlock (redlock_chaos_test.go) runs plain mutexes from 3
 //     processes locking with NewRedlock over 5 independent masters, with
 //     faults on at most 2 masters at once (pauses, kills with a delayed

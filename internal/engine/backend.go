@@ -130,6 +130,26 @@ type Revoker interface {
 	WatchRevoked(ctx context.Context, fn func(name, grantee string)) (stop func(), err error)
 }
 
+// A GrantConfirmer is a Backend whose grants count only once the grantee
+// itself has confirmed them. A grant that reaches a waiter through a
+// Notice or a refresh was written by someone else's request (a release,
+// an abandonment, the refresh that found it), which the backend could not
+// vouch for on the grantee's behalf: before the engine hands such a lock
+// out, it renews the lease (Renew, to the hold's lease) and waits for that
+// renewal's outcome. If the renewal is not confirmed, the lock is given up
+// (Abandon: the next in line is granted it) and the acquisition fails with
+// the renewal's error. A lock taken by the grantee's own Acquire needs no
+// confirmation: Acquire answers for it.
+//
+// The Redis backend confirms grants under replica acknowledgement: the
+// renewal is the grantee's own write, and the WAIT that follows it on the
+// same connection covers the grant, written before it in the one
+// replication stream.
+type GrantConfirmer interface {
+	// ConfirmGrants reports whether grants must be confirmed.
+	ConfirmGrants() bool
+}
+
 // A Kind is a kind of lock. Kinds never mix: a name is used by one kind at
 // a time.
 type Kind int

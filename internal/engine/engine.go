@@ -37,6 +37,10 @@ type Engine struct {
 	seq     atomic.Uint64
 	renew   *renewer
 
+	// confirmGrants: grants made by others' requests are renewed before
+	// they are handed out (see GrantConfirmer).
+	confirmGrants bool
+
 	ctx    context.Context // cancelled when Close starts: waits end
 	cancel context.CancelFunc
 	// abandon is cancelled when Close gives up waiting: requests still
@@ -82,6 +86,9 @@ func New(b Backend, observe func(Event), cause func(name string, err error) erro
 		places:     map[string]*Hold{},
 		work:       make(chan func()),
 		closedWork: make(chan struct{}),
+	}
+	if gc, ok := b.(GrantConfirmer); ok {
+		e.confirmGrants = gc.ConfirmGrants()
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.abandon, e.abandonCancel = context.WithCancel(context.Background())

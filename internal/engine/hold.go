@@ -68,6 +68,10 @@ type Hold struct {
 	sends   []sendTime    // when the place's requests that a grant may name were sent
 	settled chan struct{} // closed when the place phase ends: granted, or the hold ended
 	confirm bool          // granted a lease shorter than lease: renew it once even if the watchdog is off
+	// unconfirmed: granted by another owner's request, and the backend
+	// wants grants confirmed (GrantConfirmer): confirmGrant renews it
+	// before it is handed out; the watchdog leaves it alone meanwhile.
+	unconfirmed bool
 }
 
 // A bound is what a renewal or extension on its way, or one whose outcome

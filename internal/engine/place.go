@@ -125,7 +125,9 @@ func (r *renewer) refreshPlace(h *Hold, now time.Duration) Request {
 func (r *renewer) settlePlace(h *Hold, seq uint64, sent time.Duration, g Grant, err error) {
 	switch {
 	case err == nil && g.Acquired:
-		r.grantLocked(h, g.Token, g.Seq, g.Lease)
+		// Granted by someone else's script, or taken by this refresh: not
+		// an acquisition of the owner's own, to confirm if need be.
+		r.grantLocked(h, g.Token, g.Seq, g.Lease, false)
 	case err == nil:
 		// The store keeps the highest number it applied, so a grant will
 		// name seq or a later one: the earlier send times are of no use.
@@ -151,15 +153,18 @@ func (r *renewer) settlePlace(h *Hold, seq uint64, sent time.Duration, g Grant, 
 
 // grant turns the place of h into a held lock: the store granted it with
 // token and a lease of lease, after it applied request gseq of h (a
-// Notice, or the reply to a request). Repeated grants are ignored. A grant
-// that came too late to be of use ends h with errLateGrant.
-func (r *renewer) grant(h *Hold, token, gseq uint64, lease time.Duration) {
+// Notice, or the reply to a request). own says that the owner's own
+// acquisition took it, which the backend answered for; any other grant is
+// to be confirmed if the backend wants it (see GrantConfirmer). Repeated
+// grants are ignored. A grant that came too late to be of use ends h with
+// errLateGrant.
+func (r *renewer) grant(h *Hold, token, gseq uint64, lease time.Duration, own bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.grantLocked(h, token, gseq, lease)
+	r.grantLocked(h, token, gseq, lease, own)
 }
 
-func (r *renewer) grantLocked(h *Hold, token, gseq uint64, lease time.Duration) {
+func (r *renewer) grantLocked(h *Hold, token, gseq uint64, lease time.Duration, own bool) {
 	if h.done || !h.placed {
 		return
 	}
@@ -183,6 +188,10 @@ func (r *renewer) grantLocked(h *Hold, token, gseq uint64, lease time.Duration) 
 	h.renewAt = renewTime(start, lease)
 	if lease < h.lease && !h.renew {
 		h.confirm, h.renewAt = true, r.e.now()
+	}
+	if !own && r.e.confirmGrants {
+		// confirmGrant renews it at once; the watchdog waits for that.
+		h.unconfirmed, h.inflight = true, true
 	}
 	close(h.settled)
 	r.setDeadline(h)

@@ -53,8 +53,14 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 			return nil, ErrClosed
 		}
 		if l := e.claim(h); l != nil {
-			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
-			return l, nil
+			err := e.confirmGrant(ctx, h)
+			if err == nil {
+				e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
+				return l, nil
+			}
+			if !errors.Is(err, errGrantGone) {
+				return nil, err
+			}
 		}
 		cause := e.renew.causeOf(h)
 		if errors.Is(cause, ErrClosed) {
@@ -62,9 +68,9 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 		}
 		// The place expired (this process was paused or cut off for
 		// longer than the queue timeout), or the grant came too late to be
-		// of use. Nothing of that owner may stay behind (a grant that is
-		// not used goes to the next in line); queue again, at the back, as
-		// a new owner.
+		// of use, or was gone before it could be confirmed. Nothing of
+		// that owner may stay behind (a grant that is not used goes to the
+		// next in line); queue again, at the back, as a new owner.
 		e.cleanup(e.ownerOf(h))
 	}
 }
@@ -109,7 +115,7 @@ func (e *Engine) enqueue(ctx context.Context, s Spec) (*Hold, bool, error) {
 				// Taken by this request, or granted since an earlier copy of
 				// it: the grant says which.
 				e.checkCapacity(s, g)
-				e.renew.grant(h, g.Token, g.Seq, g.Lease)
+				e.renew.grant(h, g.Token, g.Seq, g.Lease, true)
 				return outcome{}
 			case !g.Queued:
 				// Only an abandoned owner is refused, and this one is new.
@@ -171,6 +177,75 @@ func (e *Engine) deliver(n Notice) {
 	h := e.places[n.Grantee]
 	e.mu.Unlock()
 	if h != nil {
-		e.renew.grant(h, n.Token, n.Seq, n.Lease)
+		e.renew.grant(h, n.Token, n.Seq, n.Lease, false)
 	}
+}
+
+// errGrantGone ends a hold whose grant was gone (expired, deleted) before
+// the grantee could confirm it, or that ended otherwise meanwhile.
+var errGrantGone = errors.New("the granted lock was gone before the grant was confirmed")
+
+// confirmGrant confirms the grant of h, if it was made by someone else's
+// request and the backend wants grants confirmed (see GrantConfirmer): it
+// renews the lease, to its length, and waits for the outcome for as long
+// as ctx lasts. It returns nil if h needs no confirmation or the renewal
+// was confirmed; errGrantGone if h has ended meanwhile or the store no
+// longer has the grant (the caller queues again, as after a late grant);
+// any other error if the grant could not be confirmed: h has then been
+// given up, and the lock goes to the next in line.
+func (e *Engine) confirmGrant(ctx context.Context, h *Hold) error {
+	r := e.renew
+	r.mu.Lock()
+	if !h.unconfirmed {
+		r.mu.Unlock()
+		return nil
+	}
+	if h.done {
+		r.mu.Unlock()
+		return errGrantGone
+	}
+	sent := e.now()
+	lease := h.lease
+	seq := r.send(h, sent, lease)
+	r.mu.Unlock()
+
+	req := h.request(Request{Lease: lease, Seq: seq})
+	renew := func(c context.Context) (struct{}, error) {
+		var out error
+		e.b.Renew(c, []Request{req}, func(_ int, _ Grant, err error) { out = err })
+		return struct{}{}, out
+	}
+	outcome, replied := call(e, ctx, lease, renew, func(_ struct{}, err error, waiting bool) error {
+		if !waiting {
+			return nil // the caller has given h up
+		}
+		r.mu.Lock()
+		if h.done {
+			r.mu.Unlock()
+			return errGrantGone
+		}
+		if err == nil {
+			h.inflight, h.unconfirmed = false, false
+			r.settle(h, seq, sent, lease, nil)
+			r.mu.Unlock()
+			return nil
+		}
+		if errors.Is(err, ErrNotHeld) {
+			r.endLocked(h, errGrantGone)
+			r.mu.Unlock()
+			h.end(errGrantGone)
+			return errGrantGone
+		}
+		r.mu.Unlock()
+		e.giveUp(h, err)
+		if errors.Is(err, ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("lock %q: the grant was not confirmed, and was given up: %w", h.name, err)
+	})
+	if !replied {
+		e.giveUp(h, context.Cause(ctx))
+		return notAcquired(h.name, context.Cause(ctx))
+	}
+	return outcome
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -34,6 +35,7 @@ type fairFake struct {
 	stalled    chan struct{} // receives when a refresh starts waiting on stall
 	renewals   []Request
 	applied    map[string]map[uint64]time.Time // when each request of a place was applied
+	leaseErr   error                           // lease renewals are applied, then reported with this error (not acknowledged)
 }
 
 type fakePlace struct {
@@ -207,6 +209,7 @@ func (f *fairFake) Renew(ctx context.Context, rs []Request, report func(int, Gra
 		var err error
 		if f.holder == r.Owner {
 			f.until = time.Now().Add(r.Lease)
+			err = f.leaseErr
 		} else {
 			err = ErrNotHeld
 		}
@@ -297,6 +300,16 @@ func lockAsync(e *Engine, ctx context.Context, s Spec) <-chan *Lease {
 		got <- l
 	}()
 	return got
+}
+
+// lockErrAsync waits for the lock in the background, for its error.
+func lockErrAsync(e *Engine, s Spec) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Acquire(context.Background(), s, true)
+		done <- err
+	}()
+	return done
 }
 
 // A granted lease's local deadline is measured from the send time of the
@@ -517,11 +530,7 @@ func TestCloseRemovesPlace(t *testing.T) {
 		f := newFairFake()
 		e := New(f, nil, nil)
 		f.holdBy("other", time.Hour)
-		done := make(chan error, 1)
-		go func() {
-			_, err := e.Acquire(context.Background(), fairSpec, true)
-			done <- err
-		}()
+		done := lockErrAsync(e, fairSpec)
 		synctest.Wait()
 		if err := e.Close(context.Background()); err != nil {
 			t.Fatal(err)
@@ -550,4 +559,121 @@ func TestQueuedTryLockNeverQueues(t *testing.T) {
 
 func (f *fairFake) AcquireAll(ctx context.Context, rs []Request) ([]Grant, error) {
 	return AcquireEach(ctx, f, rs)
+}
+
+// confirmingFake is a fairFake whose grants must be confirmed (a
+// GrantConfirmer), as the Redis backend's under replica acknowledgement.
+type confirmingFake struct{ *fairFake }
+
+func (confirmingFake) ConfirmGrants() bool { return true }
+
+// errUnacked stands for a renewal that the store applied but did not
+// acknowledge.
+var errUnacked = fmt.Errorf("%w: 0 of 1 replicas", ErrNotReplicated)
+
+// With a GrantConfirmer, a lock taken by the waiter's own acquisition is
+// handed out as it is, and a grant made by another owner's release is
+// renewed, to the full lease, before Acquire returns it.
+func TestGrantConfirmed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFairFake()
+		e := New(confirmingFake{f}, nil)
+		defer e.Close(context.Background())
+		l, err := e.Acquire(context.Background(), fairSpec, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		renewals := len(f.renewals)
+		f.mu.Unlock()
+		if renewals != 0 {
+			t.Fatalf("%d renewals of a lock taken by its own acquisition, want none", renewals)
+		}
+		l.Unlock(context.Background())
+
+		f.holdBy("other", time.Hour)
+		got := lockAsync(e, context.Background(), fairSpec)
+		synctest.Wait()
+		f.release("other")
+		l = <-got
+		if l == nil {
+			t.Fatal("not acquired")
+		}
+		f.mu.Lock()
+		renewed := slices.Clone(f.renewals)
+		f.mu.Unlock()
+		if len(renewed) != 1 || renewed[0].Lease != fairSpec.Lease {
+			t.Fatalf("renewals before a granted lock was handed out: %+v, want one to the full lease", renewed)
+		}
+		time.Sleep(10 * time.Second) // beyond the granted lease (the queue timeout)
+		if l.Context().Err() != nil {
+			t.Fatalf("lease ended: %v", context.Cause(l.Context()))
+		}
+		l.Unlock(context.Background())
+	})
+}
+
+// A grant whose confirmation is not acknowledged is given up: Acquire
+// fails with the confirmation's error, and the lock goes to the next in
+// line. The direct acquisition is the backend's to refuse (not here).
+func TestGrantNotConfirmedGivenUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFairFake()
+		e := New(confirmingFake{f}, nil)
+		defer e.Close(context.Background())
+		f.holdBy("other", time.Hour)
+		done := lockErrAsync(e, fairSpec)
+		synctest.Wait()
+		f.mu.Lock()
+		f.leaseErr = errUnacked
+		// Another process's waiter, behind this one.
+		f.queue = append(f.queue, "next")
+		f.places["next"] = &fakePlace{seq: 1, lease: time.Hour, timeout: time.Hour, until: time.Now().Add(time.Hour)}
+		f.mu.Unlock()
+		f.release("other")
+		err := <-done
+		if !errors.Is(err, ErrNotReplicated) || !errors.Is(err, ErrBackend) || errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Acquire with an unacknowledged grant: %v, want ErrNotReplicated", err)
+		}
+		synctest.Wait()
+		if holder, queue := f.state(); holder != "next" || len(queue) != 0 {
+			t.Fatalf("after the grant was given up: holder %q, queue %v; want the next in line to hold it", holder, queue)
+		}
+	})
+}
+
+// A grant that is gone before its confirmation lands (the lock expired, or
+// was deleted) sends the waiter to the back of the queue, as a new owner,
+// as a grant that came too late does.
+func TestGrantGoneBeforeConfirmation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFairFake()
+		f.holdGrants = true
+		e := New(confirmingFake{f}, nil)
+		defer e.Close(context.Background())
+		f.holdBy("other", time.Hour)
+		got := lockAsync(e, context.Background(), fairSpec)
+		synctest.Wait()
+		f.mu.Lock()
+		first := f.queue[0]
+		f.mu.Unlock()
+		f.release("other")
+		f.mu.Lock()
+		f.holder = "" // deleted before the grantee heard of it
+		f.mu.Unlock()
+		f.holdBy("another", time.Hour)
+		f.deliverHeld()
+		synctest.Wait()
+		holder, queue := f.state()
+		if holder != "another" || len(queue) != 1 || queue[0] == first {
+			t.Fatalf("after a grant gone before its confirmation: holder %q, queue %v; want a new place", holder, queue)
+		}
+		f.release("another")
+		f.deliverHeld()
+		if l := <-got; l == nil {
+			t.Fatal("not acquired")
+		} else {
+			l.Unlock(context.Background())
+		}
+	})
 }

@@ -62,13 +62,19 @@ func (b *Backend) CheckOnce(ctx context.Context, name string, period time.Durati
 // RecordOnce records that the job name ran, as rec says (rec.Token: the
 // token of its runner's hold of the lock name), for keep. It reports false
 // when the lock is no longer held with that token (the runner's lease
-// ended): nothing is recorded then.
+// ended): nothing is recorded then. Under replica acknowledgement, a record
+// that too few replicas acknowledged is reported true with an error
+// wrapping ErrNotReplicated: the master has it, a failover may lose it.
 func (b *Backend) RecordOnce(ctx context.Context, name string, rec Record, keep time.Duration) (bool, error) {
 	rec.Host, rec.PID = b.cfg.Host, b.cfg.PID
-	n, err := onceDoneScript.Run(ctx, b.rdb, []string{b.cfg.Keys.Lock(name), b.cfg.Keys.Done(name)},
-		strconv.FormatUint(rec.Token, 10), rec.encode(), max(keep.Milliseconds(), 1)).Int64()
+	cmd, ackErr := b.runAcked(ctx, onceDoneScript, []string{b.cfg.Keys.Lock(name), b.cfg.Keys.Done(name)},
+		strconv.FormatUint(rec.Token, 10), rec.encode(), max(keep.Milliseconds(), 1))
+	n, err := cmd.Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)
+	}
+	if n == 1 && ackErr != nil {
+		return true, fmt.Errorf("record: %w", ackErr)
 	}
 	return n == 1, nil
 }

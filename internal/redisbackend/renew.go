@@ -28,16 +28,15 @@ const (
 type renewChunk struct {
 	kind renewScriptKind
 	idx  []int // positions in the batch
-	keys []string
-	args []any
-	cmd  *redis.Cmd
-	// ackErr is not nil if too few replicas acknowledged the pipeline
-	// that carried cmd (Config.Replicas).
-	ackErr error
+	// The script call: its keys and arguments, its reply and, under replica
+	// acknowledgement (Config.Replicas), whether the replicas acknowledged
+	// the pipeline that carried it.
+	ackedCall
 }
 
-func (c *renewChunk) script() *redis.Script {
-	switch c.kind {
+// scriptOf is the script of a chunk of kind.
+func scriptOf(kind renewScriptKind) *redis.Script {
+	switch kind {
 	case renewHolders:
 		return sharedRenewScript
 	case refreshPlaces:
@@ -71,7 +70,8 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 		}
 		c := open[g]
 		if c == nil || len(c.idx) == renewChunkSize {
-			c = &renewChunk{kind: g.kind}
+			// A place's refresh is not acknowledged (see replicas.go).
+			c = &renewChunk{kind: g.kind, ackedCall: ackedCall{script: scriptOf(g.kind), wait: g.kind != refreshPlaces}}
 			open[g] = c
 			chunks = append(chunks, c)
 		}
@@ -109,28 +109,42 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 	wg.Wait()
 }
 
+// A nodeChunks is the chunks of the locks of one master.
+type nodeChunks struct {
+	// master is the master's client on a Cluster (nil if the slot map
+	// does not say); nil on a standalone or Sentinel client.
+	master *redis.Client
+	chunks []*renewChunk
+}
+
 // renewNode renews the chunks of one node. On a Cluster, a node gets
-// clusterRenewTimeout, and a failure to reach it has the client reload the
+// clusterRenewTimeout (and the WAIT timeout, under replica
+// acknowledgement), and a failure to reach it has the client reload the
 // slot map: a master that died is replaced by its replica within seconds,
 // but go-redis keeps sending to the dead one (and dialling it again, for
 // seconds each time) until it reloads, so without this every renewal
 // until the lease's deadline would go to the dead master and the lock
 // would be lost even where the promoted replica has it.
-func (b *Backend) renewNode(ctx context.Context, chunks []*renewChunk, report func(int, engine.Grant, error)) {
+func (b *Backend) renewNode(ctx context.Context, g nodeChunks, report func(int, engine.Grant, error)) {
 	cc, ok := b.rdb.(*redis.ClusterClient)
 	if !ok {
-		b.renewChunks(ctx, chunks, report)
+		b.renewChunks(ctx, g, report)
 		return
 	}
-	nctx, cancel := context.WithTimeout(ctx, clusterRenewTimeout)
+	limit := clusterRenewTimeout
+	if b.cfg.Replicas > 0 {
+		limit += b.cfg.ReplicaTimeout
+	}
+	nctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	unreachable := false
-	b.renewChunks(nctx, chunks, func(i int, g engine.Grant, err error) {
+	b.renewChunks(nctx, g, func(i int, gr engine.Grant, err error) {
 		var rerr redis.Error
-		if err != nil && !errors.As(err, &rerr) && !errors.Is(err, engine.ErrNotHeld) && !errors.Is(err, engine.ErrSuperseded) {
+		if err != nil && !errors.As(err, &rerr) && !errors.Is(err, engine.ErrNotHeld) && !errors.Is(err, engine.ErrSuperseded) &&
+			!errors.Is(err, engine.ErrNotReplicated) {
 			unreachable = true
 		}
-		report(i, g, err)
+		report(i, gr, err)
 	})
 	if unreachable {
 		cc.ReloadState(ctx)
@@ -142,63 +156,54 @@ const clusterRenewTimeout = time.Second
 
 // byNode groups chunks by the master that serves their slot (one group on
 // a standalone or Sentinel client). A slot whose master is unknown goes
-// with the others of unknown master; the cluster pipeline still routes it.
-func (b *Backend) byNode(ctx context.Context, chunks []*renewChunk) [][]*renewChunk {
+// with the others of unknown master; the cluster pipeline still routes it
+// (but under replica acknowledgement, see renewChunks).
+func (b *Backend) byNode(ctx context.Context, chunks []*renewChunk) []nodeChunks {
 	cc, ok := b.rdb.(*redis.ClusterClient)
 	if !ok {
-		return [][]*renewChunk{chunks}
+		return []nodeChunks{{chunks: chunks}}
 	}
-	var groups [][]*renewChunk
+	var groups []nodeChunks
 	at := map[string]int{}
 	for _, c := range chunks {
 		addr := ""
-		if node, err := cc.MasterForKey(ctx, c.keys[0]); err == nil {
+		node, err := cc.MasterForKey(ctx, c.keys[0])
+		if err == nil {
 			addr = node.Options().Addr
+		} else {
+			node = nil
 		}
 		i, ok := at[addr]
 		if !ok {
 			i = len(groups)
 			at[addr] = i
-			groups = append(groups, nil)
+			groups = append(groups, nodeChunks{master: node})
 		}
-		groups[i] = append(groups[i], c)
+		groups[i].chunks = append(groups[i].chunks, c)
 	}
 	return groups
 }
 
-// renewChunks sends chunks in one pipeline and reports every outcome.
-func (b *Backend) renewChunks(ctx context.Context, chunks []*renewChunk, report func(int, engine.Grant, error)) {
-	run := func(eval func(redis.Pipeliner, *renewChunk) *redis.Cmd, which []*renewChunk) {
-		pipe := b.rdb.Pipeline()
-		for _, c := range which {
-			c.cmd = eval(pipe, c)
+// renewChunks sends the chunks of g in one pipeline and reports every
+// outcome. Under replica acknowledgement the pipeline goes to g's master
+// (on a Cluster) and ends with WAIT (see replicas.go).
+func (b *Backend) renewChunks(ctx context.Context, g nodeChunks, report func(int, engine.Grant, error)) {
+	chunks := g.chunks
+	if b.cfg.Replicas > 0 {
+		calls := make([]*ackedCall, len(chunks))
+		for i, c := range chunks {
+			calls[i] = &c.ackedCall
 		}
-		var wait *redis.IntCmd
-		if b.cfg.Replicas > 0 {
-			wait = b.wait(ctx, pipe)
+		switch {
+		case !b.sharded:
+			b.sendAcked(ctx, b.rdb, calls, 0)
+		case g.master != nil:
+			b.sendAcked(ctx, g.master, calls, 0)
+		default:
+			failCalls(ctx, calls, errNoMaster)
 		}
-		_, _ = pipe.Exec(ctx)
-		if wait != nil {
-			ackErr := b.acked(wait)
-			for _, c := range which {
-				c.ackErr = ackErr
-			}
-		}
-	}
-	run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
-		return c.script().EvalSha(ctx, p, c.keys, c.args...)
-	}, chunks)
-	// Scripts flushed or never loaded: send the failed chunks in full.
-	var again []*renewChunk
-	for _, c := range chunks {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			again = append(again, c)
-		}
-	}
-	if len(again) > 0 {
-		run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
-			return c.script().Eval(ctx, p, c.keys, c.args...)
-		}, again)
+	} else {
+		b.renewPipelined(ctx, chunks)
 	}
 	for _, c := range chunks {
 		vals, err := c.cmd.Slice()
@@ -211,9 +216,6 @@ func (b *Backend) renewChunks(ctx context.Context, chunks []*renewChunk, report 
 				report(i, engine.Grant{}, backendErr(ctx, err))
 			case c.kind == refreshPlaces:
 				g, err := refreshOutcome(vals[j])
-				if err == nil && c.ackErr != nil {
-					g, err = engine.Grant{}, c.ackErr
-				}
 				report(i, g, err)
 			default:
 				err := renewOutcome(vals[j])
@@ -223,5 +225,32 @@ func (b *Backend) renewChunks(ctx context.Context, chunks []*renewChunk, report 
 				report(i, engine.Grant{}, err)
 			}
 		}
+	}
+}
+
+// renewPipelined sends chunks in one pipeline of the client (a Cluster
+// client's routes each to its slot's master, following redirections).
+func (b *Backend) renewPipelined(ctx context.Context, chunks []*renewChunk) {
+	run := func(eval func(redis.Pipeliner, *renewChunk) *redis.Cmd, which []*renewChunk) {
+		pipe := b.rdb.Pipeline()
+		for _, c := range which {
+			c.cmd = eval(pipe, c)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
+		return c.script.EvalSha(ctx, p, c.keys, c.args...)
+	}, chunks)
+	// Scripts flushed or never loaded: send the failed chunks in full.
+	var again []*renewChunk
+	for _, c := range chunks {
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			again = append(again, c)
+		}
+	}
+	if len(again) > 0 {
+		run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
+			return c.script.Eval(ctx, p, c.keys, c.args...)
+		}, again)
 	}
 }
