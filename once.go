@@ -148,8 +148,8 @@ func (c *Client) once(ctx context.Context, op, name string, period, keep time.Du
 	recorded, recErr := c.backend.RecordOnce(ctx, name, rec, keep)
 	switch {
 	case recorded && recErr != nil:
-		recErr = fmt.Errorf("once %q: the run was recorded on the master only (a failover before a replica has it loses the record, and the job may run again): %w",
-			name, recErr)
+		recErr = fmt.Errorf("the run was recorded on the master only (a failover before a replica has it loses the record, and the job may run again): %w",
+			recErr)
 	case recErr != nil:
 		recErr = fmt.Errorf("the run could not be recorded: %w", recErr)
 	case !recorded:

@@ -175,7 +175,7 @@ func TestRevoke(t *testing.T) {
 		if info, err := ops.Mutex("rv").Inspect(ctx); err != nil || !info.Locked || !info.Holder.Revoked {
 			t.Fatalf("Inspect of the revoked lock: %+v, %v; want held, revoked", info, err)
 		}
-		waiter := lockAsync(ctx, other.Mutex("rv"))
+		waiter := mutexAsync(ctx, other.Mutex("rv"))
 		if _, err := ops.Mutex("rv").TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
 			t.Fatalf("TryLock of a revoked lock before its holder's Unlock: %v, want ErrNotAcquired", err)
 		}
@@ -300,15 +300,9 @@ func TestRevoke(t *testing.T) {
 	})
 }
 
-// lockResult is the outcome of a Lock run in the background.
-type lockResult struct {
-	l   *distlock.Lease
-	err error
-}
-
-// lockAsync runs m.Lock in the background; its outcome arrives on the
+// mutexAsync runs m.Lock in the background; its outcome arrives on the
 // channel.
-func lockAsync(ctx context.Context, m *distlock.Mutex) <-chan lockResult {
+func mutexAsync(ctx context.Context, m *distlock.Mutex) <-chan lockResult {
 	out := make(chan lockResult, 1)
 	go func() {
 		l, err := m.Lock(ctx)

@@ -241,11 +241,11 @@ func (e *Engine) confirmGrant(ctx context.Context, h *Hold) error {
 		if errors.Is(err, ErrClosed) {
 			return ErrClosed
 		}
-		return fmt.Errorf("lock %q: the grant was not confirmed, and was given up: %w", h.name, err)
+		return fmt.Errorf("the grant was not confirmed, and was given up: %w", err)
 	})
 	if !replied {
 		e.giveUp(h, context.Cause(ctx))
-		return notAcquired(h.name, context.Cause(ctx))
+		return notAcquired(context.Cause(ctx))
 	}
 	return outcome
 }

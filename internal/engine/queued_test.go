@@ -577,7 +577,7 @@ var errUnacked = fmt.Errorf("%w: 0 of 1 replicas", ErrNotReplicated)
 func TestGrantConfirmed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFairFake()
-		e := New(confirmingFake{f}, nil)
+		e := New(confirmingFake{f}, nil, nil)
 		defer e.Close(context.Background())
 		l, err := e.Acquire(context.Background(), fairSpec, true)
 		if err != nil {
@@ -619,7 +619,7 @@ func TestGrantConfirmed(t *testing.T) {
 func TestGrantNotConfirmedGivenUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFairFake()
-		e := New(confirmingFake{f}, nil)
+		e := New(confirmingFake{f}, nil, nil)
 		defer e.Close(context.Background())
 		f.holdBy("other", time.Hour)
 		done := lockErrAsync(e, fairSpec)
@@ -649,7 +649,7 @@ func TestGrantGoneBeforeConfirmation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFairFake()
 		f.holdGrants = true
-		e := New(confirmingFake{f}, nil)
+		e := New(confirmingFake{f}, nil, nil)
 		defer e.Close(context.Background())
 		f.holdBy("other", time.Hour)
 		got := lockAsync(e, context.Background(), fairSpec)
