@@ -31,7 +31,7 @@ var (
 	flagLease    = flag.Duration("chaos.lease", time.Second, "lease (TTL) of the chaos run's locks")
 	// A holder must outlive a failover for the failover to make a second
 	// holder: the Sentinel runs' lease is longer.
-	flagSentinel      = flag.Bool("chaos.sentinel", false, "run the Sentinel chaos runs (TestChaosSentinel, TestChaosSentinelAck), which are left out of the default suite until their failover recovery has proven stable on a loaded 2-core machine")
+	flagSentinel      = flag.Bool("chaos.sentinel", true, "run the Sentinel chaos runs (TestChaosSentinel, TestChaosSentinelAck); -chaos.sentinel=false skips them")
 	flagSentinelLease = flag.Duration("chaos.sentinel.lease", 3*time.Second, "lease (TTL) of the Sentinel chaos runs' locks")
 	flagWork          = flag.Duration("chaos.work", 100*time.Millisecond, "longest guarded work of a usual hold (5% of holds outlive the lease)")
 	flagDrain         = flag.Bool("chaos.drain", false, "await the abandonment marks (1 min) after the chaos run, as runs longer than a minute do")
