@@ -12,7 +12,9 @@ const stopGrace = 5 * time.Second
 
 // Kill sends SIGKILL to the server, simulating a crash, and returns once the
 // process has exited. Clients then get connection errors until
-// [Server.Restart]. Kill does nothing if no process is running.
+// [Server.Restart]: the port stays reserved meanwhile (on Unix), so that no
+// other server started on a free port answers them. Kill does nothing if
+// no process is running.
 func (s *Server) Kill() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -28,7 +30,16 @@ func (s *Server) killLocked() error {
 	if err != nil {
 		return fmt.Errorf("redistest: %w", err)
 	}
+	s.unhold = holdPort(s.port)
 	return nil
+}
+
+// releasePort gives back the port that Kill held.
+func (s *Server) releasePort() {
+	if s.unhold != nil {
+		s.unhold()
+		s.unhold = nil
+	}
 }
 
 // Pause sends SIGSTOP to the server, freezing it: connections are still
@@ -80,6 +91,7 @@ func (s *Server) Restart() error {
 	if err := s.killLocked(); err != nil {
 		return fmt.Errorf("redistest: restart: %w", err)
 	}
+	s.releasePort()
 	p, err := s.startProcess()
 	if err != nil {
 		return fmt.Errorf("redistest: restart on port %d: %w", s.port, err)
@@ -100,6 +112,7 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.stopped = true
+	s.releasePort()
 	var err error
 	if s.proc != nil {
 		if terr := s.proc.terminate(s.paused, stopGrace); terr != nil {

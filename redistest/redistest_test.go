@@ -140,6 +140,16 @@ func TestKillRestart(t *testing.T) {
 	if err := s.Kill(); err != nil {
 		t.Errorf("second Kill: %v", err)
 	}
+	// The port stays reserved while the server is down: no other server
+	// (nor anything else) can listen there and answer its clients.
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("listening on the killed server's port %s succeeded, want it held", addr)
+	}
+	if conn, err := net.Dial("tcp", addr); err == nil {
+		conn.Close()
+		t.Fatalf("a connection to the killed server's port %s was accepted", addr)
+	}
 
 	if err := s.Restart(); err != nil {
 		t.Fatalf("Restart: %v", err)

@@ -36,6 +36,7 @@ type Server struct {
 	proc    *process // nil when not running
 	paused  bool
 	stopped bool
+	unhold  func() // gives back the port held while the server is down (Kill), or nil
 }
 
 // ErrStopped is returned by methods that need a server that has not been
