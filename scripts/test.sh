@@ -16,8 +16,8 @@
 #
 #   1. build: each module's tests compiled with -race (none run), one
 #      module after another so that shared packages compile once, and
-#      `go vet -race` from that build. About 20 s with a warm Go build
-#      cache, 2.5 minutes with a cold one (2 cores).
+#      `go vet -race` from that build. 10-20 s with a warm Go build
+#      cache, about 2.5 minutes with a cold one.
 #   2. side by side: the root module's tests (about 2.5 minutes: the
 #      library's own tests run one after another), the safety suite's
 #      tests but its chaos runs, and the bench module's tests.
@@ -25,8 +25,8 @@
 #      client processes renew leases under injected faults and must not
 #      be starved of CPU by the rest of the suite.
 #
-# About 4.5 minutes in all with a warm build cache, 6.5 with a cold one,
-# on a 2-core machine (see README.md, "Development").
+# 4 to 4.5 minutes in all with a warm build cache, about 6 with a cold
+# one, on a 2-core machine (see README.md, "Development").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
