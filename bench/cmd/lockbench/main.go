@@ -148,7 +148,7 @@ func main() {
 			// The rotation gives the first slot on a fresh server to the
 			// baseline, and that slot tends to be slow: the baseline's run
 			// 1 of (a) measured 2-5 % below its later runs on a quiet host
-			// and up to 55 % on a loaded one (issue 16), which raises every
+			// and up to 55 % on a loaded one), which raises every
 			// other library's ratio in that run. An untimed run of the
 			// first library takes that slot.
 			if err := harness.FlushAll(srv.Addr()); err != nil {

@@ -11,9 +11,12 @@ type libTable struct {
 	libs []string
 }
 
+// medianOfRatios follows the header of a column of ratios.
+const medianOfRatios = " (median of per-run ratios)"
+
 // header writes the table's header row.
 func (t libTable) header() {
-	t.w("| measure |")
+	t.w("| measure: median over runs (min–max); a ratio is the median of the per-run ratios |")
 	for _, l := range t.libs {
 		t.w(" %s |", LibTitle(l))
 	}

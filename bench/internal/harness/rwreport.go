@@ -81,9 +81,9 @@ func (r *Report) ratesMarkdown(b *strings.Builder, scen string) {
 	baseTitle := map[string]string{Distlock: "× Mutex", RawSem: "× counting sem."}
 	par := fmt.Sprintf("%d goroutines, own keys", r.Cfg.Parallel)
 	head := func() string {
-		h := " × baseline |"
+		h := " × baseline" + medianOfRatios + " |"
 		for _, base := range bases {
-			h += " " + baseTitle[base] + " |"
+			h += " " + baseTitle[base] + medianOfRatios + " |"
 		}
 		return h + " min–max |"
 	}
