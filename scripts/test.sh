@@ -6,8 +6,10 @@
 #
 #   .            the library and the distlock command
 #   safety/      the safety suite: ACL, TLS, bad input, fault tests, and
-#                three chaos runs of fixed length (TestChaos 40 s,
-#                TestChaosCluster and TestChaosRedlock 20 s each)
+#                five chaos runs of fixed length (TestChaos 40 s,
+#                TestChaosCluster, TestChaosRedlock, TestChaosSentinel and
+#                TestChaosSentinelAck 20 s each, the last two with Sentinel
+#                failovers that take a few seconds each)
 #   bench/       the comparison harness's own tests (the benchmarks are run
 #                by bench/cmd/lockbench, not here)
 #
@@ -88,8 +90,8 @@ status() {
 	if (($1 == 0)); then echo ok; else echo "FAILED (exit $1)"; fi
 }
 
-# The chaos runs: TestChaos, TestChaosCluster, TestChaosRedlock (and the
-# Sentinel ones, which skip themselves without -chaos.sentinel).
+# The chaos runs: TestChaos, TestChaosCluster, TestChaosRedlock,
+# TestChaosSentinel and TestChaosSentinelAck.
 chaos='^TestChaos'
 gotest=(go test -race -count=1 -timeout 10m)
 
