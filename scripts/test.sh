@@ -20,14 +20,14 @@
 #      module after another so that shared packages compile once, and
 #      `go vet -race` from that build. 10-20 s with a warm Go build
 #      cache, about 2.5 minutes with a cold one.
-#   2. side by side: the root module's tests (about 2.5 minutes: the
+#   2. side by side: the root module's tests (about 3 minutes: the
 #      library's own tests run one after another), the safety suite's
 #      tests but its chaos runs, and the bench module's tests.
-#   3. alone: the safety suite's chaos runs (about 1.5 minutes), whose
+#   3. alone: the safety suite's chaos runs (about 2.5 minutes), whose
 #      client processes renew leases under injected faults and must not
 #      be starved of CPU by the rest of the suite.
 #
-# 4 to 4.5 minutes in all with a warm build cache, about 6 with a cold
+# About 6.5 minutes in all with a warm build cache, 2 more with a cold
 # one, on a 2-core machine (see README.md, "Development").
 set -euo pipefail
 cd "$(dirname "$0")/.."
