@@ -117,9 +117,10 @@ type clientProc struct {
 	done    chan struct{}
 	err     error
 
-	mu     sync.Mutex
-	killAt int64      // mono, 0 if not killed
-	pauses [][2]int64 // mono intervals during which it was stopped
+	mu      sync.Mutex
+	killAt  int64      // mono, 0 if not killed
+	closeAt int64      // mono, when it called Client.Close (the close fault), 0 if it did not
+	pauses  [][2]int64 // mono intervals during which it was stopped
 }
 
 func (p *clientProc) send(line string) {

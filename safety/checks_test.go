@@ -309,6 +309,12 @@ func (a *acquisition) validEnd(runEnd int64) int64 {
 	if k := a.proc.killAt; k != 0 {
 		end = min(end, k)
 	}
+	if c := a.proc.closeAt; c != 0 {
+		// Close cancels every lease context before it releases: its call
+		// ends the validity of the process's holds, however late the
+		// process records their cancellation.
+		end = min(end, c)
+	}
 	return end
 }
 
@@ -482,6 +488,7 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 				}
 			case "close":
 				closes[p] = rec
+				p.closeAt = rec.Call
 			case "enq":
 				collectEnqueues(enq, rec)
 				rep.Fair.Enqueues[rec.Res]++
@@ -571,7 +578,8 @@ func tail(path string) string {
 }
 
 // checkOverlap checks that the validity intervals [acquire reply,
-// min(release call, lease context cancelled, process killed)] of different
+// min(release call, lease context cancelled, process killed, Close
+// called)] of different
 // owners of a lock never overlap, for holders that were not paused and
 // whose lock did not live through a Redis restart (data loss). It is the
 // mutexes' check: the read-write locks and semaphores, whose holders may
