@@ -119,7 +119,13 @@ func (l *Lease) ValidUntil() time.Time {
 // unlocked fails with ErrNotHeld.
 //
 // Unlock returns an error wrapping ErrNotHeld if this lease was already
-// unlocked, and ErrLockLost if the lock had been lost. A failed release is
+// unlocked, and ErrLockLost if the lock had been lost. After a loss that
+// Redis reported (the lock gone, taken over or revoked), the last lease's
+// Unlock still sends the release, which changes nothing where the lock is
+// gone or someone else's: a lock taken away by Revoke stays held until
+// then, so call Unlock once the work has stopped, even after the lease
+// context ended. (After a loss by a deadline that passed unconfirmed, the
+// release is sent in the background at once.) A failed release is
 // retried; a retry never releases twice. If the release cannot be
 // confirmed, the error wraps ErrBackend (Redis failed) or the end of ctx;
 // the release is then retried in the background, and the lock expires
