@@ -47,8 +47,7 @@ func TestForceUnlockTellsHolder(t *testing.T) {
 	ops, _ := newClient(t, srv)
 	ctx := testCtx(t)
 	ttl := distlock.WithTTL(time.Minute)
-	host, _ := os.Hostname()
-	channel := distlock.DefaultPrefix + "holder:" + host + ":" + strconv.Itoa(os.Getpid())
+	channel := holderChannel()
 
 	t.Run("mutex", func(t *testing.T) {
 		l, err := c.Mutex("tell", ttl).Lock(ctx)
@@ -58,7 +57,7 @@ func TestForceUnlockTellsHolder(t *testing.T) {
 		// Each client starts to watch for notices with its first hold, in
 		// the background; a notice before that is heard at the next
 		// renewal only.
-		waitFor(t, func() bool { return rdb.PubSubNumSub(ctx, channel).Val()[channel] >= 1 })
+		awaitWatchers(t, rdb, channel, 1)
 		if ok, err := ops.Mutex("tell").ForceUnlock(ctx); !ok || err != nil {
 			t.Fatalf("ForceUnlock = %v, %v", ok, err)
 		}
@@ -88,7 +87,7 @@ func TestForceUnlockTellsHolder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool { return rdb.PubSubNumSub(ctx, channel).Val()[channel] >= 2 })
+		awaitWatchers(t, rdb, channel, 2)
 		if _, err := ops.Mutex("tell-rw").ForceUnlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -149,11 +148,7 @@ func TestRevoke(t *testing.T) {
 	ops, _ := newClient(t, srv)
 	ctx := testCtx(t)
 	ttl := distlock.WithTTL(time.Minute)
-	host, _ := os.Hostname()
-	channel := distlock.DefaultPrefix + "holder:" + host + ":" + strconv.Itoa(os.Getpid())
-	watched := func(n int64) func() bool {
-		return func() bool { return rdb.PubSubNumSub(ctx, channel).Val()[channel] >= n }
-	}
+	channel := holderChannel()
 
 	t.Run("not held", func(t *testing.T) {
 		if left, err := ops.Mutex("rv-free").Revoke(ctx); left != 0 || err != nil {
@@ -166,7 +161,7 @@ func TestRevoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, watched(1))
+		awaitWatchers(t, rdb, channel, 1)
 		left, err := ops.Mutex("rv").Revoke(ctx)
 		if err != nil || left <= 0 || left > time.Minute {
 			t.Fatalf("Revoke = %v, %v; want the holder's remaining lease", left, err)
@@ -237,7 +232,7 @@ func TestRevoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, watched(2))
+		awaitWatchers(t, rdb, channel, 2)
 		if left, err := ops.RWMutex("rv-rw").Revoke(ctx); err != nil || left <= 0 {
 			t.Fatalf("Revoke = %v, %v", left, err)
 		}
@@ -309,6 +304,21 @@ func mutexAsync(ctx context.Context, m *distlock.Mutex) <-chan lockResult {
 		out <- lockResult{l, err}
 	}()
 	return out
+}
+
+// holderChannel is the channel on which this process hears that its
+// locks were force-unlocked or revoked.
+func holderChannel() string {
+	host, _ := os.Hostname()
+	return distlock.DefaultPrefix + "holder:" + host + ":" + strconv.Itoa(os.Getpid())
+}
+
+// awaitWatchers waits until n clients listen on channel, the test
+// process's channel of notices (each client starts to with its first
+// hold, in the background).
+func awaitWatchers(t *testing.T, rdb *redis.Client, channel string, n int64) {
+	t.Helper()
+	waitFor(t, func() bool { return rdb.PubSubNumSub(t.Context(), channel).Val()[channel] >= n })
 }
 
 // awaitQuorumWatch waits until a master of q has a subscriber on channel,
