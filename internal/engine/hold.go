@@ -32,6 +32,12 @@ type Hold struct {
 
 	lastHold atomic.Uint64 // the last hold id handed out
 
+	// lateRelease: the hold was lost as Redis reported it (gone, taken
+	// over, revoked), and the server may still keep the lock for this
+	// owner (revoked): the last lease's Unlock sends the release all the
+	// same, once, after the caller has stopped.
+	lateRelease atomic.Bool
+
 	mu     sync.Mutex
 	leases int  // leases handed out and not yet unlocked
 	writes int  // of those, leases of kind Write (the owner writes while there are any)
@@ -42,10 +48,6 @@ type Hold struct {
 	cancel   context.CancelCauseFunc
 	ended    bool  // end was called: the hold's context is, or is born, cancelled
 	endCause error // its cause
-	// lateRelease: the hold was lost, but the server may still keep the
-	// lock for this owner (it was revoked): the last lease's Unlock sends
-	// the release all the same, once the caller has stopped.
-	lateRelease bool
 
 	// Guarded by the renewer's mutex; times are offsets from the engine's
 	// monotonic epoch.
@@ -322,24 +324,6 @@ func (h *Hold) endErr() error {
 	default:
 		return cause
 	}
-}
-
-// releaseLate makes the last lease's Unlock send a release although h has
-// ended.
-func (h *Hold) releaseLate() {
-	h.mu.Lock()
-	h.lateRelease = true
-	h.mu.Unlock()
-}
-
-// takeLateRelease reports whether a release is due although h has ended,
-// once: only the first caller sends it.
-func (h *Hold) takeLateRelease() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	due := h.lateRelease
-	h.lateRelease = false
-	return due
 }
 
 // unlockErr is what unlocking a lease of h returns once h has ended: nil

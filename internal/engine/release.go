@@ -34,7 +34,7 @@ func (e *Engine) releaseInBackground(h *Hold, id uint64) {
 // its lease at the latest.
 func (e *Engine) releaseAll(ctx context.Context, h *Hold) error {
 	if !e.endHold(h, errReleased) {
-		if h.takeLateRelease() {
+		if h.lateRelease.Swap(false) {
 			e.releaseLost(ctx, h)
 		}
 		return h.unlockErr()
@@ -171,7 +171,7 @@ func (e *Engine) lose(h *Hold, cause error, stale bool) {
 func (e *Engine) lost(h *Hold, stale bool) {
 	cause := e.renew.causeOf(h)
 	if !stale {
-		h.releaseLate() // before the lease context ends: an Unlock may follow at once
+		h.lateRelease.Store(true) // before the lease context ends: an Unlock may follow at once
 	}
 	h.end(cause)
 	kind := Lost
