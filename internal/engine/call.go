@@ -29,12 +29,11 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 	if !e.enter() {
 		return handle(zero, ErrClosed, true), true
 	}
-	rctx, cancel := e.detach(ctx, limit)
+	rctx := e.requestContext(ctx, limit)
 	if ctx.Done() == nil { // cannot end: no need to be able to return early
 		defer e.bg.Done()
 		res, err := req(rctx)
 		err = e.requestErr(rctx, err)
-		cancel()
 		return handle(res, err, true), true
 	}
 
@@ -48,7 +47,6 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 	e.goWork(func() {
 		res, err := req(rctx)
 		err = e.requestErr(rctx, err)
-		cancel()
 		mu.Lock()
 		if !left { // the caller handles it, and counts it done
 			done <- result{res, err}
@@ -160,6 +158,17 @@ func (e *Engine) spawn(fn func()) {
 func (e *Engine) detach(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
 	rctx, cancel := context.WithTimeout(e.abandon, limit)
 	return valuesOf{rctx, ctx}, cancel
+}
+
+// requestContext is detach for the requests callers wait for (see call):
+// its contexts are shared (see requestDeadlines), so a request may end up
+// to limit/shareWindow before its limit.
+func (e *Engine) requestContext(ctx context.Context, limit time.Duration) context.Context {
+	rctx := e.deadlines.get(e.abandon, limit)
+	if ctx == context.Background() {
+		return rctx
+	}
+	return valuesOf{rctx, ctx}
 }
 
 // valuesOf is a context that ends as its Context does and has the values

@@ -47,8 +47,9 @@ type Engine struct {
 	// under way are abandoned.
 	abandon       context.Context
 	abandonCancel context.CancelFunc
-	bg            sync.WaitGroup // requests and background work: Close waits for it
-	unresolved    atomic.Int64   // releases and clean-ups that Close saw fail
+	deadlines     requestDeadlines // contexts of requests under abandon
+	bg            sync.WaitGroup   // requests and background work: Close waits for it
+	unresolved    atomic.Int64     // releases and clean-ups that Close saw fail
 
 	closed atomic.Bool // Close has started: no new requests from callers
 
@@ -120,7 +121,7 @@ func (e *Engine) Acquire(ctx context.Context, s Spec, wait bool) (*Lease, error)
 	if ctx.Err() != nil {
 		return nil, notAcquired(context.Cause(ctx))
 	}
-	if h, ok := ctx.Value(holdKey{e, s.Name}).(*Hold); ok {
+	if h := holdIn(ctx, e, s.Name); h != nil {
 		if s.Kind != Semaphore || h.kind != Semaphore {
 			return e.reenter(ctx, h, s.Kind)
 		}
@@ -176,7 +177,10 @@ func joinErr(err error) error {
 
 // newOwner returns a fresh owner id: unique, and secret (it is what
 // releases the lock).
-func (e *Engine) newOwner() string { return e.owners + strconv.FormatUint(e.seq.Add(1), 36) }
+func (e *Engine) newOwner() string {
+	var buf [64]byte
+	return string(strconv.AppendUint(append(buf[:0], e.owners...), e.seq.Add(1), 36))
+}
 
 // Close ends every hold (cancelling its lease contexts with ErrClosed, before
 // anything is released), releases them, ends waits with ErrClosed and waits

@@ -233,7 +233,7 @@ func TestLeaseContextAskedForLate(t *testing.T) {
 		if cause := context.Cause(lctx); !errors.Is(cause, ErrLockLost) {
 			t.Fatalf("context of a lost lease: cause %v, want ErrLockLost", cause)
 		}
-		if h, ok := lctx.Value(holdKey{e, "l"}).(*Hold); !ok || h != lost.hold {
+		if h := holdIn(lctx, e, "l"); h != lost.hold {
 			t.Fatalf("context of a lost lease does not carry its hold")
 		}
 		close(f.hang)

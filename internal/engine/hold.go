@@ -31,6 +31,7 @@ type Hold struct {
 	vals context.Context // the acquiring caller's context: its values, not its end
 
 	lastHold atomic.Uint64 // the last hold id handed out
+	first    Lease         // the lease of the acquisition, hold id 1: allocated with the hold
 
 	// lateRelease: the hold was lost as Redis reported it (gone, taken
 	// over, revoked), and the server may still keep the lock for this
@@ -44,7 +45,7 @@ type Hold struct {
 	ending bool // the last lease was unlocked: no re-entry may succeed
 	// The hold's context (see context) is made when a lease's context is
 	// first asked for: most callers never ask.
-	ctx      context.Context // carries holdKey; cancelled when the hold ends
+	ctx      context.Context // carries the hold (withHold); cancelled when the hold ends
 	cancel   context.CancelCauseFunc
 	ended    bool  // end was called: the hold's context is, or is born, cancelled
 	endCause error // its cause
@@ -84,10 +85,34 @@ type bound struct {
 	end time.Duration // send + lease - margin
 }
 
-// holdKey finds, in a context, the Hold of one lock of one engine.
-type holdKey struct {
-	e    *Engine
-	name string
+// holdsKey is the context key of the holds a context carries: a chain
+// of holdLinks, the innermost first. One key for all of them, rather than
+// one per lock, so that looking a hold up allocates nothing.
+type holdsKey struct{}
+
+// A holdLink is one hold carried by a context, and the holds of the
+// context it was derived from.
+type holdLink struct {
+	h    *Hold
+	next *holdLink
+}
+
+// withHold returns a context with ctx's values that carries h too.
+func withHold(ctx context.Context, h *Hold) context.Context {
+	next, _ := ctx.Value(holdsKey{}).(*holdLink)
+	return context.WithValue(ctx, holdsKey{}, &holdLink{h: h, next: next})
+}
+
+// holdIn returns the hold of the lock name of engine e that ctx carries,
+// the innermost if there are several, or nil.
+func holdIn(ctx context.Context, e *Engine, name string) *Hold {
+	l, _ := ctx.Value(holdsKey{}).(*holdLink)
+	for ; l != nil; l = l.next {
+		if l.h.e == e && l.h.name == name {
+			return l.h
+		}
+	}
+	return nil
 }
 
 // newHold returns the hold of owner acquired as s says by a caller whose
@@ -95,7 +120,7 @@ type holdKey struct {
 func newHold(ctx context.Context, e *Engine, s Spec, owner string, token uint64) *Hold {
 	h := &Hold{e: e, name: s.Name, kind: s.Kind, owner: owner, token: token, renew: s.Renew, lease: s.Lease, queue: s.Queue, index: -1, leases: 1,
 		permits: s.Permits, capacity: s.Capacity, nested: s.Permits}
-	if outer, ok := ctx.Value(holdKey{e, s.Name}).(*Hold); ok && outer.kind == Semaphore {
+	if outer := holdIn(ctx, e, s.Name); outer != nil && outer.kind == Semaphore {
 		h.nested += outer.nested
 	}
 	if s.Kind == Write {
@@ -107,14 +132,14 @@ func newHold(ctx context.Context, e *Engine, s Spec, owner string, token uint64)
 }
 
 // context returns the hold's context, making it if need be: it carries
-// the values of the acquiring caller's context and holdKey, and is
+// the values of the acquiring caller's context and the hold, and is
 // cancelled when the hold ends.
 func (h *Hold) context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ctx == nil {
 		base, cancel := context.WithCancelCause(context.WithoutCancel(h.vals))
-		h.ctx = context.WithValue(base, holdKey{h.e, h.name}, h)
+		h.ctx = withHold(base, h)
 		if h.ended {
 			cancel(h.endCause)
 		} else {
@@ -221,6 +246,11 @@ type Lease struct {
 }
 
 func (h *Hold) newLease(id uint64) *Lease {
+	if id == 1 {
+		l := &h.first
+		l.hold, l.id, l.kind = h, 1, h.kind
+		return l
+	}
 	return &Lease{hold: h, id: id, kind: h.kind}
 }
 

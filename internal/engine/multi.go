@@ -39,7 +39,7 @@ func (e *Engine) AcquireAll(ctx context.Context, specs []Spec, wait bool) (*Grou
 		return nil, notAcquired(context.Cause(ctx))
 	}
 	for _, s := range specs {
-		if _, ok := ctx.Value(holdKey{e, s.Name}).(*Hold); ok {
+		if holdIn(ctx, e, s.Name) != nil {
 			return nil, fmt.Errorf("%w: the context holds its member %q", ErrDeadlock, s.Name)
 		}
 	}
@@ -205,7 +205,7 @@ type Group struct {
 func newGroup(ctx context.Context, e *Engine, name string, leases []*Lease) *Group {
 	vals := context.WithoutCancel(ctx)
 	for _, l := range leases {
-		vals = context.WithValue(vals, holdKey{e, l.hold.name}, l.hold)
+		vals = withHold(vals, l.hold)
 	}
 	g := &Group{name: name, leases: leases}
 	g.ctx, g.cancel = context.WithCancelCause(vals)
