@@ -145,8 +145,8 @@ func (c *Client) mutex(name string, kind engine.Kind, opts []MutexOption) *Mutex
 // under opts.
 func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, engine.Spec) {
 	mc := mutexConfig{ttl: DefaultTTL, renew: true, queue: DefaultQueueTimeout}
-	for _, o := range opts {
-		o(&mc)
+	if len(opts) > 0 {
+		mc = applied(mc, opts) // in a call of its own: without options, mc stays on the stack
 	}
 	lk := lock{c: c, name: name, err: c.cfg.err}
 	if lk.err == nil {

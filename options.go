@@ -139,6 +139,14 @@ type mutexConfig struct {
 	err   error
 }
 
+// applied returns mc with opts applied.
+func applied(mc mutexConfig, opts []MutexOption) mutexConfig {
+	for _, o := range opts {
+		o(&mc)
+	}
+	return mc
+}
+
 // WithTTL sets the lease length (default 30 s, between MinTTL and MaxTTL).
 // While the lock is held, the watchdog renews the lease every TTL/6 to TTL/3;
 // if the holder dies, the lock is free at most TTL later.
