@@ -202,7 +202,7 @@ func TestRevoke(t *testing.T) {
 			t.Fatal(err)
 		}
 		key := distlock.DefaultPrefix + "{rv-missed}"
-		if err := rdb.HSet(ctx, key, "pid", "1").Err(); err != nil {
+		if err := rdb.HSet(ctx, key, "i", "1 0 elsewhere").Err(); err != nil { // pid since host
 			t.Fatal(err)
 		}
 		if _, err := ops.Mutex("rv-missed").Revoke(ctx); err != nil {

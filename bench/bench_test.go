@@ -301,7 +301,7 @@ func BenchmarkWhatIfAutoPipelined(b *testing.B) {
 		"distlock-scripts": func(ctx context.Context, c cmds, key string) error {
 			lock := "distlock:{" + key + "}"
 			keys := []string{lock, lock + ":fence", lock + ":q", lock + ":qt", lock + ":qi", lock + ":abandoned:owner"}
-			res, err := acquire.Run(ctx, c, keys, "owner", 1, 10000, 3600000, "host", 1, "0", time.Now().UnixMilli()).Slice()
+			res, err := acquire.Run(ctx, c, keys, "owner", 1, 10000, 3600000, "1 "+strconv.FormatInt(time.Now().UnixMilli(), 10)+" host", "0").Slice()
 			if err != nil {
 				return err
 			}

@@ -639,10 +639,10 @@ func (r *chaosRun) holderSlot() (int, string) {
 			go func() {
 				defer wg.Done()
 				for _, n := range r.names {
-					// A mutex's holder is its pid field; a shared lock's holders
-					// are its i:<owner> fields, 'pid since host' (lib.lua).
+					// A mutex's holder is its i field, a shared lock's holders
+					// are its i:<owner> fields: 'pid since host' (lib.lua).
 					for f, v := range srv.HGetAll(ctx, "distlock:{"+n+"}").Val() {
-						if f == "pid" || strings.HasPrefix(f, "i:") {
+						if f == "i" || strings.HasPrefix(f, "i:") {
 							if pid, err := strconv.Atoi(strings.Fields(v + " x")[0]); err == nil {
 								mu.Lock()
 								pids = append(pids, pid)

@@ -382,8 +382,8 @@ func (m *monitor) lockCommand(cmd string, args []string, name string, ts int64, 
 			switch args[i] {
 			case "owner":
 				t.Owner = args[i+1]
-			case "pid":
-				t.PID, _ = strconv.Atoi(args[i+1])
+			case "i": // 'pid since host'
+				t.PID, _ = strconv.Atoi(strings.Fields(args[i+1] + " x")[0])
 			case "kind":
 				t.Fair = args[i+1] == "fair"
 			}

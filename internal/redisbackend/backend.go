@@ -52,7 +52,9 @@ type Backend struct {
 	pipe    *pipeliner
 	// The script arguments that never change, made once (an argument is
 	// an interface value, and making one from a string allocates).
-	hostArg, pidArg, retentionArg, modeArg, idArg any
+	retentionArg, modeArg, idArg any
+	lastMillis                   atomic.Pointer[boxedMillis] // see millis
+	lastInfo                     atomic.Pointer[boxedInfo]   // see holderInfo
 
 	checkMu sync.Mutex
 	checked atomic.Bool
@@ -64,7 +66,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Backend {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	b := &Backend{rdb: rdb, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded, id: hex.EncodeToString(id[:])}
-	b.hostArg, b.pidArg, b.retentionArg, b.modeArg, b.idArg = cfg.Host, b.pid, b.retention(), b.publishMode(), b.id
+	b.retentionArg, b.modeArg, b.idArg = b.retention(), b.publishMode(), b.id
 	b.notify = newNotifier(rdb, sharded, b.id)
 	b.pipe = newPipeliner(rdb, pipelineLimit)
 	return b
@@ -87,9 +89,9 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 		return engine.Grant{}, err
 	}
 	k := b.cfg.Keys
-	var keys []string
 	var script *redis.Script
-	var args []any
+	var args []any // the script's arguments; call: the whole call, if built already
+	var call []any
 	switch {
 	case r.Kind == engine.Semaphore:
 		script, args = semAcquireScript, []any{
@@ -108,15 +110,13 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 			r.Owner, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
 			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), kind, r.Value}
 	default: // a plain mutex, and re-entry into a fair one or an election
-		keys = k.plain(r.Name, r.Owner)
-		script, args = acquireScript, []any{
-			r.Owner, r.Hold, r.Lease.Milliseconds(), b.retentionArg,
-			b.hostArg, b.pidArg, flag(r.Reenter), time.Now().UnixMilli()}
+		script = acquireScript
+		call = append(b.plainCall(script, r, 1), flag(r.Reenter))
 	}
-	if keys == nil {
-		keys = k.script(r.Name, r.Owner)
+	if call == nil {
+		call = scriptArgs(script, k.script(r.Name, r.Owner), args...)
 	}
-	cmd, ackErr := b.runAcked(ctx, script, keys, args...)
+	cmd, ackErr := b.runAcked(ctx, script, call)
 	res, err := cmd.Slice()
 	if err != nil && script == acquireScript && !r.Reenter && redis.HasErrorPrefix(err, "TRYAGAIN") {
 		// A Cluster slot half migrated: the script's keys are split
@@ -172,12 +172,12 @@ func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine
 	gs := make([]engine.Grant, 0, len(rs))
 	for _, group := range groups {
 		var keys []string
-		args := []any{rs[group[0]].Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid, time.Now().UnixMilli()}
+		args := []any{rs[group[0]].Lease.Milliseconds(), b.retention(), b.holderInfo()}
 		for _, i := range group {
 			keys = append(keys, b.cfg.Keys.script(rs[i].Name, rs[i].Owner)...)
 			args = append(args, rs[i].Owner)
 		}
-		cmd, ackErr := b.runAcked(ctx, multiAcquireScript, keys, args...)
+		cmd, ackErr := b.runAcked(ctx, multiAcquireScript, scriptArgs(multiAcquireScript, keys, args...))
 		res, err := cmd.Slice()
 		if err != nil {
 			return gs, backendErr(ctx, err)
@@ -223,15 +223,65 @@ func side(k engine.Kind) string {
 
 func (b *Backend) retention() int64 { return b.cfg.FenceRetention.Milliseconds() }
 
+// plainCall returns the start of a call of script (acquire.lua or
+// quorum_acquire.lua) by r: the four keys of a plain mutex and the
+// arguments the two scripts share, with room for more more.
+func (b *Backend) plainCall(script *redis.Script, r engine.Request, more int) []any {
+	keys := b.cfg.Keys.plain(r.Name, r.Owner)
+	call := callArgs(script, len(keys), len(keys)+5+more)
+	for _, k := range keys {
+		call = append(call, k)
+	}
+	return append(call, r.Owner, r.Hold, b.millis(r.Lease), b.retentionArg, b.holderInfo())
+}
+
+// holderInfo is the script argument that says who takes a lock: 'pid
+// since host', since being the wall clock in ms, for inspection. The last
+// one is kept boxed for the rest of its millisecond.
+func (b *Backend) holderInfo() any {
+	now := time.Now().UnixMilli()
+	if i := b.lastInfo.Load(); i != nil && i.ms == now {
+		return i.arg
+	}
+	var buf [128]byte
+	info := append(append(buf[:0], b.pid...), ' ')
+	info = append(strconv.AppendInt(info, now, 10), ' ')
+	i := &boxedInfo{ms: now, arg: string(append(info, b.cfg.Host...))}
+	b.lastInfo.Store(i)
+	return i.arg
+}
+
+type boxedInfo struct {
+	ms  int64
+	arg any
+}
+
+// millis returns d in ms as a script argument, boxed once for the lease
+// last asked for (most clients use one lease for every lock).
+func (b *Backend) millis(d time.Duration) any {
+	if m := b.lastMillis.Load(); m != nil && m.d == d {
+		return m.arg
+	}
+	m := &boxedMillis{d: d, arg: d.Milliseconds()}
+	b.lastMillis.Store(m)
+	return m.arg
+}
+
+type boxedMillis struct {
+	d   time.Duration
+	arg any
+}
+
 // Release implements engine.Backend.
 func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
 	k := b.cfg.Keys
 	var cmd *redis.Cmd
 	if r.Kind == engine.Plain {
-		cmd = b.pipe.run(ctx, releasePlainScript, []string{k.Lock(r.Name)}, r.Owner, r.Hold, k.Channel(r.Name), b.modeArg, b.idArg)
+		cmd = b.pipe.run(ctx, releasePlainScript,
+			append(callArgs(releasePlainScript, 1, 5), k.Lock(r.Name), r.Owner, r.Hold, b.modeArg, b.idArg))
 	} else {
-		cmd = b.pipe.run(ctx, releaseScript, k.script(r.Name, ""),
-			r.Owner, r.Hold, k.Channel(r.Name), b.publishMode(), b.id, b.retention(), flag(r.Kind.Queued()))
+		cmd = b.pipe.run(ctx, releaseScript, scriptArgs(releaseScript, k.script(r.Name, ""),
+			r.Owner, r.Hold, k.Channel(r.Name), b.publishMode(), b.id, b.retention(), flag(r.Kind.Queued())))
 	}
 	n, err := cmd.Int64()
 	if err != nil {
@@ -252,9 +302,9 @@ func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release
 // Abandon implements engine.Backend.
 func (b *Backend) Abandon(ctx context.Context, r engine.Request) (bool, error) {
 	k := b.cfg.Keys
-	n, err := b.pipe.run(ctx, abandonScript, k.script(r.Name, r.Owner),
+	n, err := b.pipe.run(ctx, abandonScript, scriptArgs(abandonScript, k.script(r.Name, r.Owner),
 		r.Owner, max(r.Lease.Milliseconds(), 1), k.Channel(r.Name), b.publishMode(), b.id, b.retention(),
-		flag(r.Kind.Queued())).Int64()
+		flag(r.Kind.Queued()))).Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)
 	}
@@ -312,7 +362,7 @@ func backendErr(ctx context.Context, err error) error {
 }
 
 // flag is a boolean script argument.
-func flag(b bool) string {
+func flag(b bool) any { // constants: boxed without allocating
 	if b {
 		return "1"
 	}

@@ -46,16 +46,17 @@ func (k Keys) script(name, owner string) []string {
 
 // plain returns the four keys acquire.lua takes: the lock hash, the
 // fencing counter, the queue (only looked at) and owner's abandonment mark.
-func (k Keys) plain(name, owner string) []string {
+func (k Keys) plain(name, owner string) [4]string {
 	// One string holds the four, one after the other: one allocation.
 	lock := k.Lock(name)
 	all := lock + lock + ":fence" + lock + ":q" + lock + ":abandoned:" + owner
 	n := len(lock)
 	fence, q := 2*n+len(":fence"), 3*n+len(":fence:q")
-	return []string{all[:n], all[n:fence], all[fence:q], all[q:]}
+	return [4]string{all[:n], all[n:fence], all[fence:q], all[q:]}
 }
 
-// Channel is where releases of a plain lock are published.
+// Channel is where releases of a plain lock are published (release_plain.lua
+// names it itself, from the lock hash's key).
 func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }
 
 // Done is the record of a job that runs once (per key, or per period)

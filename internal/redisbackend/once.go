@@ -67,8 +67,8 @@ func (b *Backend) CheckOnce(ctx context.Context, name string, period time.Durati
 // wrapping ErrNotReplicated: the master has it, a failover may lose it.
 func (b *Backend) RecordOnce(ctx context.Context, name string, rec Record, keep time.Duration) (bool, error) {
 	rec.Host, rec.PID = b.cfg.Host, b.cfg.PID
-	cmd, ackErr := b.runAcked(ctx, onceDoneScript, []string{b.cfg.Keys.Lock(name), b.cfg.Keys.Done(name)},
-		strconv.FormatUint(rec.Token, 10), rec.encode(), max(keep.Milliseconds(), 1))
+	cmd, ackErr := b.runAcked(ctx, onceDoneScript, scriptArgs(onceDoneScript, []string{b.cfg.Keys.Lock(name), b.cfg.Keys.Done(name)},
+		strconv.FormatUint(rec.Token, 10), rec.encode(), max(keep.Milliseconds(), 1)))
 	n, err := cmd.Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)

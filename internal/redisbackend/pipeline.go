@@ -26,8 +26,7 @@ type pipeliner struct {
 type call struct {
 	ctx    context.Context
 	script *redis.Script
-	keys   []string
-	args   []any
+	args   []any // see callArgs
 	cmd    *redis.Cmd
 	done   chan struct{}
 }
@@ -36,23 +35,24 @@ func newPipeliner(rdb redis.UniversalClient, limit int) *pipeliner {
 	return &pipeliner{rdb: rdb, limit: limit}
 }
 
-// run calls script, within ctx. A queued call whose ctx ends before its
-// pipeline is answered returns ctx's error, and may still be sent: its
-// outcome is unknown.
-func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+// run makes the call of script whose arguments are args (see callArgs),
+// within ctx. A queued call whose ctx ends before its pipeline is answered
+// returns ctx's error, and may still be sent: its outcome is unknown.
+func (p *pipeliner) run(ctx context.Context, script *redis.Script, args []any) *redis.Cmd {
 	p.mu.Lock()
 	if p.inflight < p.limit {
 		p.inflight++
 		p.mu.Unlock()
-		cmd := evalSha(ctx, script, keys, args)
+		cmd := evalSha(ctx, args)
 		_ = p.rdb.Process(ctx, cmd)
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmd = script.Eval(ctx, p.rdb, keys, args...)
+			cmd = eval(ctx, script, args)
+			_ = p.rdb.Process(ctx, cmd)
 		}
 		p.finish()
 		return cmd
 	}
-	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{ctx: ctx, script: script, args: args, done: make(chan struct{})}
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
 	select {
@@ -93,13 +93,14 @@ func (p *pipeliner) send(batch []*call) {
 	defer cancel()
 	pipe := p.rdb.Pipeline()
 	for _, c := range batch {
-		c.cmd = evalSha(ctx, c.script, c.keys, c.args)
+		c.cmd = evalSha(ctx, c.args)
 		_ = pipe.Process(ctx, c.cmd)
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, c := range batch {
 		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			c.cmd = c.script.Eval(ctx, p.rdb, c.keys, c.args...)
+			c.cmd = eval(ctx, c.script, c.args)
+			_ = p.rdb.Process(ctx, c.cmd)
 		}
 		close(c.done)
 	}
@@ -121,15 +122,47 @@ func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.Background(), last)
 }
 
-// evalSha returns the EVALSHA command of script on keys and args, as
-// go-redis's Script.EvalSha makes it, in one slice of arguments.
-func evalSha(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
-	all := make([]any, 0, 3+len(keys)+len(args))
-	all = append(all, "evalsha", hashes[script], len(keys))
+// A script call is built as the one slice of arguments of its EVALSHA
+// command, as go-redis takes a command: "evalsha", the script's SHA-1, the
+// number of keys, the keys, then the script's arguments. Built in place,
+// it allocates once.
+
+// callArgs returns the start of a call of script with nkeys keys, with
+// room for n more arguments (its keys, then its script arguments) to be
+// appended.
+func callArgs(script *redis.Script, nkeys, n int) []any {
+	args := make([]any, 3, 3+n)
+	args[0], args[1], args[2] = "evalsha", hashes[script], nkeys
+	return args
+}
+
+// scriptArgs returns the arguments of a call of script on keys and argv.
+func scriptArgs(script *redis.Script, keys []string, argv ...any) []any {
+	args := callArgs(script, len(keys), len(keys)+len(argv))
 	for _, k := range keys {
-		all = append(all, k)
+		args = append(args, k)
 	}
-	cmd := redis.NewCmd(ctx, append(all, args...)...)
+	return append(args, argv...)
+}
+
+// evalSha returns the command of a call.
+func evalSha(ctx context.Context, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	return cmd
+}
+
+// eval returns the call as EVAL with script's text, which makes Redis
+// load it: for a call refused with NOSCRIPT.
+func eval(ctx context.Context, script *redis.Script, args []any) *redis.Cmd {
+	all := append([]any{"eval", texts[script]}, args[2:]...)
+	cmd := redis.NewCmd(ctx, all...)
+	cmd.SetFirstKeyPos(3)
+	return cmd
+}
+
+// firstKey is the first key of a call.
+func firstKey(args []any) string {
+	k, _ := args[3].(string)
+	return k
 }

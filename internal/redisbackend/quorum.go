@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/distlock/distlock/internal/engine"
 )
@@ -24,9 +23,8 @@ func (b *Backend) AcquireToken(ctx context.Context, r engine.Request, token uint
 	if err := b.checkServer(ctx); err != nil {
 		return engine.Grant{}, 0, err
 	}
-	res, err := b.pipe.run(ctx, quorumAcquireScript, b.cfg.Keys.plain(r.Name, r.Owner),
-		r.Owner, r.Hold, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid, time.Now().UnixMilli(),
-		strconv.FormatUint(token, 10)).Slice()
+	res, err := b.pipe.run(ctx, quorumAcquireScript,
+		append(b.plainCall(quorumAcquireScript, r, 1), strconv.FormatUint(token, 10))).Slice()
 	if err != nil {
 		return engine.Grant{}, 0, backendErr(ctx, err)
 	}

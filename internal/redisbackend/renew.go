@@ -27,10 +27,12 @@ const (
 // requests of one slot.
 type renewChunk struct {
 	kind renewScriptKind
-	idx  []int // positions in the batch
-	// The script call: its keys and arguments, its reply and, under replica
-	// acknowledgement (Config.Replicas), whether the replicas acknowledged
-	// the pipeline that carried it.
+	idx  []int    // positions in the batch
+	keys []string // the script call's keys and arguments
+	argv []any
+	// The script call as sent (made of keys and args), its reply and,
+	// under replica acknowledgement (Config.Replicas), whether the
+	// replicas acknowledged the pipeline that carried it.
 	ackedCall
 }
 
@@ -83,14 +85,14 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 			if r.Kind == engine.Semaphore {
 				capacity = r.Capacity
 			}
-			c.args = append(c.args, r.Owner, r.Lease.Milliseconds(), r.Queue.Milliseconds(), r.Seq,
+			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Queue.Milliseconds(), r.Seq,
 				b.retention(), b.publishMode(), capacity)
 		case renewHolders:
 			c.keys = append(c.keys, k.Lock(r.Name), k.Holders(r.Name))
-			c.args = append(c.args, r.Owner, r.Lease.Milliseconds(), r.Seq)
+			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Seq)
 		default:
 			c.keys = append(c.keys, k.Lock(r.Name))
-			c.args = append(c.args, r.Owner, r.Lease.Milliseconds(), r.Seq)
+			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Seq)
 		}
 	}
 	groups := b.byNode(ctx, chunks)
@@ -192,6 +194,7 @@ func (b *Backend) renewChunks(ctx context.Context, g nodeChunks, report func(int
 	if b.cfg.Replicas > 0 {
 		calls := make([]*ackedCall, len(chunks))
 		for i, c := range chunks {
+			c.ackedCall.args = scriptArgs(c.script, c.keys, c.argv...)
 			calls[i] = &c.ackedCall
 		}
 		switch {
@@ -239,7 +242,7 @@ func (b *Backend) renewPipelined(ctx context.Context, chunks []*renewChunk) {
 		_, _ = pipe.Exec(ctx)
 	}
 	run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
-		return c.script.EvalSha(ctx, p, c.keys, c.args...)
+		return c.script.EvalSha(ctx, p, c.keys, c.argv...)
 	}, chunks)
 	// Scripts flushed or never loaded: send the failed chunks in full.
 	var again []*renewChunk
@@ -250,7 +253,7 @@ func (b *Backend) renewPipelined(ctx context.Context, chunks []*renewChunk) {
 	}
 	if len(again) > 0 {
 		run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
-			return c.script.Eval(ctx, p, c.keys, c.args...)
+			return c.script.Eval(ctx, p, c.keys, c.argv...)
 		}, again)
 	}
 }

@@ -54,8 +54,7 @@ const maxRedirects = 3
 // An ackedCall is one script call of an acknowledged pipeline.
 type ackedCall struct {
 	script *redis.Script
-	keys   []string
-	args   []any
+	args   []any // see callArgs
 	// wait: the call takes or renews a lock, and counts only once WAIT
 	// acknowledged it (a place's refresh does not).
 	wait bool
@@ -71,13 +70,13 @@ type ackedCall struct {
 // replicas are required. It returns the script's command, and an error
 // wrapping ErrNotReplicated if the script succeeded but too few replicas
 // acknowledged it in time.
-func (b *Backend) runAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+func (b *Backend) runAcked(ctx context.Context, script *redis.Script, args []any) (*redis.Cmd, error) {
 	if b.cfg.Replicas <= 0 {
-		return b.pipe.run(ctx, script, keys, args...), nil
+		return b.pipe.run(ctx, script, args), nil
 	}
-	c := &ackedCall{script: script, keys: keys, args: args, wait: true}
+	c := &ackedCall{script: script, args: args, wait: true}
 	calls := []*ackedCall{c}
-	if master, err := b.masterOf(ctx, keys[0]); err != nil {
+	if master, err := b.masterOf(ctx, firstKey(args)); err != nil {
 		failCalls(ctx, calls, err)
 	} else {
 		b.sendAcked(ctx, master, calls, 0)
@@ -161,14 +160,14 @@ func (b *Backend) sendAcked(ctx context.Context, client redis.Cmdable, calls []*
 	}
 }
 
-// pipelineAcked sends calls in one pipeline of client, with EVAL if eval
+// pipelineAcked sends calls in one pipeline of client, with EVAL if full
 // (else EVALSHA), followed by WAIT if any of them needs it, and sets their
 // acknowledgement.
 //
 // go-redis does not send it again after a failure (see noRetry), but for a
 // connection that could not be made: nothing was sent then, and it is
 // tried again, as go-redis would, dialRetries times.
-func (b *Backend) pipelineAcked(ctx context.Context, client redis.Cmdable, calls []*ackedCall, eval bool) {
+func (b *Backend) pipelineAcked(ctx context.Context, client redis.Cmdable, calls []*ackedCall, full bool) {
 	var cmd *redis.IntCmd
 	for try := 0; ; try++ {
 		pipe := client.Pipeline()
@@ -177,12 +176,12 @@ func (b *Backend) pipelineAcked(ctx context.Context, client redis.Cmdable, calls
 			if c.asking {
 				_ = pipe.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
 			}
-			if eval {
-				c.cmd = c.script.Eval(ctx, pipe, c.keys, c.args...)
+			if full {
+				c.cmd = eval(ctx, c.script, c.args)
 			} else {
-				c.cmd = evalSha(ctx, c.script, c.keys, c.args)
-				_ = pipe.Process(ctx, c.cmd)
+				c.cmd = evalSha(ctx, c.args)
 			}
+			_ = pipe.Process(ctx, c.cmd)
 			wait = wait || c.wait
 		}
 		cmd = nil

@@ -110,5 +110,13 @@ func replyToken(res []any, i int) (uint64, error) {
 	if i >= len(res) {
 		return 0, errors.New("no token")
 	}
-	return strconv.ParseUint(fmt.Sprint(res[i]), 10, 64)
+	switch v := res[i].(type) {
+	case string:
+		return strconv.ParseUint(v, 10, 64)
+	case int64:
+		if v >= 0 {
+			return uint64(v), nil
+		}
+	}
+	return 0, fmt.Errorf("token %v", res[i])
 }

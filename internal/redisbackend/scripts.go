@@ -44,8 +44,12 @@ var sources embed.FS
 // scriptNames maps the SHA-1 of each script to its name (ScriptCall).
 var scriptNames = map[string]string{}
 
-// hashes holds the SHA-1 of each script as a command argument (evalSha).
-var hashes = map[*redis.Script]any{}
+// hashes holds the SHA-1 of each script as a command argument (callArgs),
+// and texts its text (eval).
+var (
+	hashes = map[*redis.Script]any{}
+	texts  = map[*redis.Script]string{}
+)
 
 // load returns the script of file, preceded by libs in order.
 func load(file string, libs ...string) *redis.Script {
@@ -61,6 +65,7 @@ func load(file string, libs ...string) *redis.Script {
 	}
 	scriptNames[s.Hash()] = name
 	hashes[s] = s.Hash()
+	texts[s] = src.String()
 	return s
 }
 

@@ -14,11 +14,10 @@
 -- ARGV[2]  hold id (unique within the owner)
 -- ARGV[3]  lease in ms
 -- ARGV[4]  how long the fencing counter outlives its last use, in ms
--- ARGV[5]  host name of the holder
--- ARGV[6]  process id of the holder
--- ARGV[7]  '1' to re-enter only: never take a free lock (the owner's
+-- ARGV[5]  the holder's 'pid since host' (since: its wall clock in ms),
+--          for inspection only
+-- ARGV[6]  '1' to re-enter only: never take a free lock (the owner's
 --          earlier hold must still be there)
--- ARGV[8]  the holder's wall clock in ms, for inspection only
 --
 -- Returns {1, token, holds} when the owner holds the lock after the call,
 -- {0, pttl} with the current holder's remaining lease in ms, or {-1} when
@@ -27,8 +26,8 @@
 
 -- The common case first: nothing of the name exists (no holder, no queue)
 -- and the owner was not abandoned.
-if ARGV[7] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0 then
-  return {1, plain_take(KEYS, ARGV[4], ARGV[1], ARGV[2], ARGV[3], ARGV[5], ARGV[6], ARGV[8]), 1}
+if ARGV[6] ~= '1' and redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0 then
+  return {1, plain_take(KEYS, ARGV[4], ARGV[1], ARGV[2], ARGV[3], ARGV[5]), 1}
 end
 
 local state = redis.call('HMGET', KEYS[1], 'owner', 'kind')
@@ -45,7 +44,7 @@ if owner == ARGV[1] then
   return {1, redis.call('HGET', KEYS[1], 'token'), holds}
 end
 
-if ARGV[7] == '1' then
+if ARGV[6] == '1' then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 
@@ -57,7 +56,7 @@ if owner == false then
   if redis.call('EXISTS', KEYS[4]) == 1 then
     return {0, -2}
   end
-  return {1, plain_take(KEYS, ARGV[4], ARGV[1], ARGV[2], ARGV[3], ARGV[5], ARGV[6], ARGV[8]), 1}
+  return {1, plain_take(KEYS, ARGV[4], ARGV[1], ARGV[2], ARGV[3], ARGV[5]), 1}
 end
 
 return {0, redis.call('PTTL', KEYS[1])}

@@ -20,7 +20,7 @@
 
 local k = KEYS
 
-local state = redis.call('HMGET', k[1], 'owner', 'kind', 'host', 'pid')
+local state = redis.call('HMGET', k[1], 'owner', 'kind', 'i')
 if state[2] == 'rw' or state[2] == 'sem' then
   local now = clock()
   shared_purge(k, now)
@@ -36,7 +36,8 @@ if not state[1] then
   return 0
 end
 free(k, state[2], ARGV[3], ARGV[1], ARGV[2], 'force')
-if state[3] and state[4] then
-  tell(ARGV[4], ARGV[5], state[1], state[3], state[4])
+local pid, _, host = holder_info(state[3])
+if pid then
+  tell(ARGV[4], ARGV[5], state[1], host, pid)
 end
 return 1

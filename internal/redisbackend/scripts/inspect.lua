@@ -17,7 +17,7 @@
 
 local k = KEYS
 local now = clock()
-local f = redis.call('HMGET', k[1], 'kind', 'owner', 'token', 'holds', 'host', 'pid', 'since', 'value', 'revoked')
+local f = redis.call('HMGET', k[1], 'kind', 'owner', 'token', 'holds', 'i', 'value', 'revoked')
 local kind = f[1] or ''
 local out = {kind, redis.call('PTTL', k[1]), redis.call('GET', k[2]), 0, 0, 0,
   tonumber(redis.call('GET', k[8]) or '0'), 0, 0}
@@ -34,14 +34,16 @@ if kind ~= '' or redis.call('EXISTS', k[4]) == 1 then
   end
 end
 if f[2] then
-  out[#out + 1] = {f[2], f[3], tonumber(f[4]), f[5], f[6], f[7], out[2], 0, 1, f[8] or '', f[9] and 1 or 0}
+  local pid, since, host = holder_info(f[5]) -- nil, not false, if missing: a nil would end the reply
+  out[#out + 1] = {f[2], f[3], tonumber(f[4]), host or false, pid or false, since or false, out[2], 0, 1,
+    f[6] or '', f[7] and 1 or 0}
 elseif f[1] == 'rw' or f[1] == 'sem' then
   local holders = redis.call('ZRANGEBYSCORE', k[6], '(' .. int(now), '+inf', 'WITHSCORES')
   for j = 1, #holders, 2 do
     local owner = holders[j]
     local g = redis.call('HMGET', k[1], 't:' .. owner, 'h:' .. owner, 'i:' .. owner, 'n:' .. owner, 's:' .. owner)
     if g[1] then
-      local pid, since, host = string.match(g[3], '^(%d+) (%d+) (.*)$')
+      local pid, since, host = holder_info(g[3])
       local _, holds = string.gsub(g[2], ' ', '')
       local _, writes = string.gsub(g[2], 'w', '')
       local permits = tonumber(g[4] or '1')

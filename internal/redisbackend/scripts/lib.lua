@@ -25,7 +25,8 @@
 -- The lock hash of a plain or fair mutex holds
 --   owner, token, holds   the holder, its fencing token, its hold count
 --   h:<owner>:<id>        one field per hold (release.lua)
---   host, pid, since      who holds it, for inspection
+--   i                     'pid since host': who holds it, and since when
+--                         (ms), for inspection (holder_info reads it)
 --   rseq                  the last renewal sequence number applied (renew.lua)
 --   revoked               set by revoke.lua: renewals are refused from then on
 --   kind                  'fair' for a fair mutex, 'elect' for an election
@@ -112,20 +113,26 @@ local function publish(channel, mode, message)
   end
 end
 
+-- holder_info reads a holder's 'pid since host' (the field i of a mutex's
+-- hash, i:<owner> of a shared lock's): its pid, since and host, or nil.
+local function holder_info(info)
+  return string.match(info or '', '^(%S+) (%S+) (.*)$')
+end
+
 -- plain_take makes owner the holder of the free plain mutex k, with hold
 -- id hold, a lease of lease ms and the fencing token token, or a fresh one
--- when token is nil; host, pid and since (the holder's wall clock in ms)
--- are for inspection. A token given must be above the counter: it becomes
--- the counter.
-local function plain_take(k, retention, owner, hold, lease, host, pid, since, token)
+-- when token is nil; info is the holder's 'pid since host' (since: its
+-- wall clock in ms), for inspection. A token given must be above the
+-- counter: it becomes the counter.
+local function plain_take(k, retention, owner, hold, lease, info, token)
   if token then
     token = int(token)
     redis.call('SET', k[2], token, 'PX', retention)
   else
     token = mint(k[2], retention)
   end
-  redis.call('HSET', k[1], 'owner', owner, 'token', token, 'holds', 1,
-    'host', host, 'pid', pid, 'since', since, 'h:' .. owner .. ':' .. hold, 1)
+  redis.call('HSET', k[1], 'owner', owner, 'token', token, 'holds', 1, 'i', info,
+    'h:' .. owner .. ':' .. hold, 1)
   redis.call('PEXPIRE', k[1], lease)
   return token
 end

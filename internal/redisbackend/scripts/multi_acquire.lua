@@ -7,11 +7,11 @@
 --
 -- For member i (from 1): KEYS[8i-7..8i] are its L, F, Q, QT, QI, H, the
 -- abandonment mark of its owner, C (Q only looked at, the others unused),
--- and ARGV[5+i] its owner id.
+-- and ARGV[3+i] its owner id.
 -- ARGV[1]  lease in ms
 -- ARGV[2]  how long the fencing counters outlive their last use, in ms
--- ARGV[3]  host name, ARGV[4] process id of the owner
--- ARGV[5]  the holder's wall clock in ms, for inspection only
+-- ARGV[3]  the holder's 'pid since host' (since: its wall clock in ms),
+--          for inspection only
 --
 -- Every member is checked before any is taken (scripts do not roll back,
 -- so a refusal changes nothing). Returns
@@ -23,11 +23,11 @@
 --   {-1, i}         member i is in use by another kind of lock
 
 local n = #KEYS / 8
-local lease, retention, host, pid, since = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local lease, retention, info = ARGV[1], ARGV[2], ARGV[3]
 local taken = {}
 for i = 1, n do
   local k = {unpack(KEYS, 8 * i - 7, 8 * i)}
-  local owner = ARGV[5 + i]
+  local owner = ARGV[3 + i]
   local state = redis.call('HMGET', k[1], 'owner', 'kind', 'token')
   if state[1] == owner then
     taken[i] = state[3] -- an earlier copy of this request
@@ -42,7 +42,7 @@ end
 local out = {1}
 for i = 1, n do
   if not taken[i] then
-    taken[i] = plain_take({unpack(KEYS, 8 * i - 7, 8 * i)}, retention, ARGV[5 + i], 1, lease, host, pid, since)
+    taken[i] = plain_take({unpack(KEYS, 8 * i - 7, 8 * i)}, retention, ARGV[3 + i], 1, lease, info)
   end
   out[i + 1] = taken[i]
 end

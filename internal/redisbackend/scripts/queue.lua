@@ -236,7 +236,7 @@ local function fair_take(k, retention, owner, expire, glease, gseq, pid, host, n
   local token = mint(k[2], retention)
   redis.call('HSET', k[1], 'owner', owner, 'token', token, 'holds', 1,
     'kind', kind, 'gseq', gseq, 'glease', glease, 'rseq', gseq,
-    'host', host, 'pid', pid, 'since', int(now), 'h:' .. owner .. ':1', 1)
+    'i', pid .. ' ' .. int(now) .. ' ' .. host, 'h:' .. owner .. ':1', 1)
   redis.call('PEXPIRE', k[1], expire)
   if kind == 'elect' then
     redis.call('HSET', k[1], 'value', value)
@@ -366,8 +366,7 @@ end
 -- tell_shared tells the process of owner, a holder of the shared lock k,
 -- as tell does.
 local function tell_shared(k, prefix, name, owner)
-  local info = redis.call('HGET', k[1], 'i:' .. owner)
-  local pid, host = string.match(info or '', '^(%S+) %S+ (.*)$')
+  local pid, _, host = holder_info(redis.call('HGET', k[1], 'i:' .. owner))
   if pid then
     tell(prefix, name, owner, host, pid)
   end

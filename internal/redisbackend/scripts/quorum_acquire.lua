@@ -15,10 +15,9 @@
 -- ARGV[2]  hold id
 -- ARGV[3]  lease in ms
 -- ARGV[4]  how long the fencing counter outlives its last use, in ms
--- ARGV[5]  host name of the holder
--- ARGV[6]  process id of the holder
--- ARGV[7]  the holder's wall clock in ms, for inspection only
--- ARGV[8]  the proposed token
+-- ARGV[5]  the holder's 'pid since host' (since: its wall clock in ms),
+--          for inspection only
+-- ARGV[6]  the proposed token
 --
 -- Returns {1, token, holds} when the owner holds the lock after the call
 -- with the proposed token (an owner that already holds it with a lower
@@ -28,7 +27,7 @@
 -- name belongs to another kind, or {-2, counter} when the token is not
 -- above the fencing counter: nothing changed, propose a higher one.
 
-local proposed = tonumber(ARGV[8])
+local proposed = tonumber(ARGV[6])
 
 -- take takes the free lock, if the token is above the counter.
 local function take()
@@ -36,7 +35,7 @@ local function take()
   if tonumber(counter) >= proposed then
     return {-2, counter}
   end
-  return {1, plain_take(KEYS, ARGV[4], ARGV[1], ARGV[2], ARGV[3], ARGV[5], ARGV[6], ARGV[7], proposed), 1}
+  return {1, plain_take(KEYS, ARGV[4], ARGV[1], ARGV[2], ARGV[3], ARGV[5], proposed), 1}
 end
 
 -- The usual case, first: free, no queue, the owner not abandoned.

@@ -8,9 +8,8 @@
 -- KEYS[1]  L, the lock hash
 -- ARGV[1]  owner id
 -- ARGV[2]  hold id, or '0' for every hold of the owner
--- ARGV[3]  release channel
--- ARGV[4]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
--- ARGV[5]  the message: the releasing client's id, so that it can ignore
+-- ARGV[3]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
+-- ARGV[4]  the message: the releasing client's id, so that it can ignore
 --          its own releases (it hands them over to its waiters directly)
 --
 -- Returns
@@ -39,5 +38,5 @@ if hold ~= '0' then
   end
 end
 redis.call('DEL', KEYS[1])
-publish(ARGV[3], ARGV[4], ARGV[5])
+publish(KEYS[1] .. ':released', ARGV[3], ARGV[4]) -- the release channel (Keys.Channel)
 return 1

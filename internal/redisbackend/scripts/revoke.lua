@@ -24,7 +24,7 @@
 
 local k = KEYS
 
-local state = redis.call('HMGET', k[1], 'owner', 'kind', 'host', 'pid')
+local state = redis.call('HMGET', k[1], 'owner', 'kind', 'i')
 if state[2] == 'rw' or state[2] == 'sem' then
   local now = clock()
   shared_purge(k, now)
@@ -45,7 +45,8 @@ if not state[1] then
   return 0
 end
 redis.call('HSET', k[1], 'revoked', '1')
-if state[3] and state[4] then
-  tell(ARGV[1], ARGV[2], state[1], state[3], state[4])
+local pid, _, host = holder_info(state[3])
+if pid then
+  tell(ARGV[1], ARGV[2], state[1], host, pid)
 end
 return math.max(redis.call('PTTL', k[1]), 1)
