@@ -52,9 +52,9 @@ type Backend struct {
 	pipe    *pipeliner
 	// The script arguments that never change, made once (an argument is
 	// an interface value, and making one from a string allocates).
-	retentionArg, modeArg, idArg any
-	lastMillis                   atomic.Pointer[boxedMillis] // see millis
-	lastInfo                     atomic.Pointer[boxedInfo]   // see holderInfo
+	hostArg, pidArg, retentionArg, modeArg, idArg any
+	boxedMillis                                   atomic.Pointer[[]boxedMillis] // see millis
+	lastInfo                                      atomic.Pointer[boxedInfo]     // see holderInfo
 
 	checkMu sync.Mutex
 	checked atomic.Bool
@@ -66,7 +66,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Backend {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	b := &Backend{rdb: rdb, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded, id: hex.EncodeToString(id[:])}
-	b.retentionArg, b.modeArg, b.idArg = b.retention(), b.publishMode(), b.id
+	b.hostArg, b.pidArg, b.retentionArg, b.modeArg, b.idArg = cfg.Host, b.pid, b.retention(), b.publishMode(), b.id
 	b.notify = newNotifier(rdb, sharded, b.id)
 	b.pipe = newPipeliner(rdb, pipelineLimit)
 	return b
@@ -95,20 +95,20 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	switch {
 	case r.Kind == engine.Semaphore:
 		script, args = semAcquireScript, []any{
-			r.Owner, r.Permits, r.Capacity, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
-			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode()}
+			r.Owner, r.Permits, r.Capacity, b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
+			b.millis(r.Queue), r.Seq, k.Grants(r.Name, b.id), b.modeArg}
 	case r.Kind == engine.Read || r.Kind == engine.Write:
 		script, args = rwAcquireScript, []any{
-			r.Owner, r.Hold, side(r.Kind), r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
-			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), flag(r.Reenter)}
+			r.Owner, r.Hold, side(r.Kind), b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
+			b.millis(r.Queue), r.Seq, k.Grants(r.Name, b.id), b.modeArg, flag(r.Reenter)}
 	case (r.Kind == engine.Fair || r.Kind == engine.Election) && !r.Reenter:
 		kind := "fair"
 		if r.Kind == engine.Election {
 			kind = "elect"
 		}
 		script, args = fairAcquireScript, []any{
-			r.Owner, r.Lease.Milliseconds(), b.retention(), b.cfg.Host, b.pid,
-			r.Queue.Milliseconds(), r.Seq, k.Grants(r.Name, b.id), b.publishMode(), kind, r.Value}
+			r.Owner, b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
+			b.millis(r.Queue), r.Seq, k.Grants(r.Name, b.id), b.modeArg, kind, r.Value}
 	default: // a plain mutex, and re-entry into a fair one or an election
 		script = acquireScript
 		call = append(b.plainCall(script, r, 1), flag(r.Reenter))
@@ -256,16 +256,28 @@ type boxedInfo struct {
 	arg any
 }
 
-// millis returns d in ms as a script argument, boxed once for the lease
-// last asked for (most clients use one lease for every lock).
+// millis returns d in ms as a script argument. The last few durations
+// asked for are kept boxed: most clients use one lease and one queue
+// timeout for every lock.
 func (b *Backend) millis(d time.Duration) any {
-	if m := b.lastMillis.Load(); m != nil && m.d == d {
-		return m.arg
+	last := b.boxedMillis.Load()
+	if last != nil {
+		for _, m := range *last {
+			if m.d == d {
+				return m.arg
+			}
+		}
 	}
-	m := &boxedMillis{d: d, arg: d.Milliseconds()}
-	b.lastMillis.Store(m)
-	return m.arg
+	kept := []boxedMillis{{d: d, arg: d.Milliseconds()}}
+	if last != nil {
+		kept = append(kept, (*last)[:min(len(*last), keptMillis-1)]...)
+	}
+	b.boxedMillis.Store(&kept)
+	return kept[0].arg
 }
+
+// keptMillis is how many durations millis keeps boxed.
+const keptMillis = 4
 
 type boxedMillis struct {
 	d   time.Duration
@@ -281,7 +293,7 @@ func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release
 			append(callArgs(releasePlainScript, 1, 5), k.Lock(r.Name), r.Owner, r.Hold, b.modeArg, b.idArg))
 	} else {
 		cmd = b.pipe.run(ctx, releaseScript, scriptArgs(releaseScript, k.script(r.Name, ""),
-			r.Owner, r.Hold, k.Channel(r.Name), b.publishMode(), b.id, b.retention(), flag(r.Kind.Queued())))
+			r.Owner, r.Hold, k.Channel(r.Name), b.modeArg, b.idArg, b.retentionArg, flag(r.Kind.Queued())))
 	}
 	n, err := cmd.Int64()
 	if err != nil {

@@ -40,8 +40,17 @@ func (k Keys) Capacity(name string) string { return k.Lock(name) + ":cap" }
 // scripts without an owner get the mark of the empty owner, which they do
 // not use.
 func (k Keys) script(name, owner string) []string {
-	return []string{k.Lock(name), k.Fence(name), k.Queue(name), k.QueueDeadlines(name), k.QueueInfo(name),
-		k.Holders(name), k.Abandoned(name, owner), k.Capacity(name)}
+	// One string holds the eight, one after the other: one allocation.
+	lock := k.Lock(name)
+	all := lock + lock + ":fence" + lock + ":q" + lock + ":qt" + lock + ":qi" + lock + ":h" +
+		lock + ":abandoned:" + owner + lock + ":cap"
+	keys := make([]string, 0, 8)
+	for _, suffix := range [...]int{0, len(":fence"), len(":q"), len(":qt"), len(":qi"), len(":h"), len(":abandoned:") + len(owner), len(":cap")} {
+		n := len(lock) + suffix
+		keys = append(keys, all[:n])
+		all = all[n:]
+	}
+	return keys
 }
 
 // plain returns the four keys acquire.lua takes: the lock hash, the
