@@ -90,8 +90,8 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	}
 	k := b.cfg.Keys
 	var script *redis.Script
-	var args []any // the script's arguments; call: the whole call, if built already
-	var call []any
+	var args []any // the script's arguments (the queued kinds)
+	var call []any // or the whole call (a plain mutex), see callArgs
 	switch {
 	case r.Kind == engine.Semaphore:
 		script, args = semAcquireScript, []any{
@@ -223,67 +223,6 @@ func side(k engine.Kind) string {
 
 func (b *Backend) retention() int64 { return b.cfg.FenceRetention.Milliseconds() }
 
-// plainCall returns the start of a call of script (acquire.lua or
-// quorum_acquire.lua) by r: the four keys of a plain mutex and the
-// arguments the two scripts share, with room for more more.
-func (b *Backend) plainCall(script *redis.Script, r engine.Request, more int) []any {
-	keys := b.cfg.Keys.plain(r.Name, r.Owner)
-	call := callArgs(script, len(keys), len(keys)+5+more)
-	for _, k := range keys {
-		call = append(call, k)
-	}
-	return append(call, r.Owner, r.Hold, b.millis(r.Lease), b.retentionArg, b.holderInfo())
-}
-
-// holderInfo is the script argument that says who takes a lock: 'pid
-// since host', since being the wall clock in ms, for inspection. The last
-// one is kept boxed for the rest of its millisecond.
-func (b *Backend) holderInfo() any {
-	now := time.Now().UnixMilli()
-	if i := b.lastInfo.Load(); i != nil && i.ms == now {
-		return i.arg
-	}
-	var buf [128]byte
-	info := append(append(buf[:0], b.pid...), ' ')
-	info = append(strconv.AppendInt(info, now, 10), ' ')
-	i := &boxedInfo{ms: now, arg: string(append(info, b.cfg.Host...))}
-	b.lastInfo.Store(i)
-	return i.arg
-}
-
-type boxedInfo struct {
-	ms  int64
-	arg any
-}
-
-// millis returns d in ms as a script argument. The last few durations
-// asked for are kept boxed: most clients use one lease and one queue
-// timeout for every lock.
-func (b *Backend) millis(d time.Duration) any {
-	last := b.boxedMillis.Load()
-	if last != nil {
-		for _, m := range *last {
-			if m.d == d {
-				return m.arg
-			}
-		}
-	}
-	kept := []boxedMillis{{d: d, arg: d.Milliseconds()}}
-	if last != nil {
-		kept = append(kept, (*last)[:min(len(*last), keptMillis-1)]...)
-	}
-	b.boxedMillis.Store(&kept)
-	return kept[0].arg
-}
-
-// keptMillis is how many durations millis keeps boxed.
-const keptMillis = 4
-
-type boxedMillis struct {
-	d   time.Duration
-	arg any
-}
-
 // Release implements engine.Backend.
 func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
 	k := b.cfg.Keys
@@ -371,14 +310,6 @@ func backendErr(ctx context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", engine.ErrBackend, err)
-}
-
-// flag is a boolean script argument.
-func flag(b bool) any { // constants: boxed without allocating
-	if b {
-		return "1"
-	}
-	return "0"
 }
 
 // List returns the names of the locks that exist now and match the glob

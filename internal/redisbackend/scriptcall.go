@@ -1,0 +1,124 @@
+package redisbackend
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/distlock/distlock/internal/engine"
+	"github.com/redis/go-redis/v9"
+)
+
+// A script call is built as the one slice of arguments of its EVALSHA
+// command, as go-redis takes a command: "evalsha", the script's SHA-1, the
+// number of keys, the keys, then the script's arguments. Built in place,
+// it allocates once.
+
+// callArgs returns the start of a call of script with nkeys keys, with
+// room for n more arguments (its keys, then its script arguments) to be
+// appended.
+func callArgs(script *redis.Script, nkeys, n int) []any {
+	args := make([]any, 3, 3+n)
+	args[0], args[1], args[2] = "evalsha", hashes[script], nkeys
+	return args
+}
+
+// scriptArgs returns the arguments of a call of script on keys and argv.
+func scriptArgs(script *redis.Script, keys []string, argv ...any) []any {
+	args := callArgs(script, len(keys), len(keys)+len(argv))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return append(args, argv...)
+}
+
+// evalSha returns the command of a call.
+func evalSha(ctx context.Context, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	return cmd
+}
+
+// eval returns the call as EVAL with script's text, which makes Redis
+// load it: for a call refused with NOSCRIPT.
+func eval(ctx context.Context, script *redis.Script, args []any) *redis.Cmd {
+	all := append([]any{"eval", texts[script]}, args[2:]...)
+	cmd := redis.NewCmd(ctx, all...)
+	cmd.SetFirstKeyPos(3)
+	return cmd
+}
+
+// firstKey is the first key of a call.
+func firstKey(args []any) string {
+	k, _ := args[3].(string)
+	return k
+}
+
+// plainCall returns the start of a call of script (acquire.lua or
+// quorum_acquire.lua) by r: the four keys of a plain mutex and the
+// arguments the two scripts share, with room for more arguments after them.
+func (b *Backend) plainCall(script *redis.Script, r engine.Request, more int) []any {
+	keys := b.cfg.Keys.plain(r.Name, r.Owner)
+	call := callArgs(script, len(keys), len(keys)+5+more)
+	for _, k := range keys {
+		call = append(call, k)
+	}
+	return append(call, r.Owner, r.Hold, b.millis(r.Lease), b.retentionArg, b.holderInfo())
+}
+
+// holderInfo is the script argument that says who takes a lock: 'pid
+// since host', since being the wall clock in ms, for inspection. The last
+// one is kept boxed for the rest of its millisecond.
+func (b *Backend) holderInfo() any {
+	now := time.Now().UnixMilli()
+	if i := b.lastInfo.Load(); i != nil && i.ms == now {
+		return i.arg
+	}
+	var buf [128]byte
+	info := append(append(buf[:0], b.pid...), ' ')
+	info = append(strconv.AppendInt(info, now, 10), ' ')
+	i := &boxedInfo{ms: now, arg: string(append(info, b.cfg.Host...))}
+	b.lastInfo.Store(i)
+	return i.arg
+}
+
+type boxedInfo struct {
+	ms  int64
+	arg any
+}
+
+// millis returns d in ms as a script argument. The last few durations
+// asked for are kept boxed: most clients use one lease and one queue
+// timeout for every lock.
+func (b *Backend) millis(d time.Duration) any {
+	last := b.boxedMillis.Load()
+	if last != nil {
+		for _, m := range *last {
+			if m.d == d {
+				return m.arg
+			}
+		}
+	}
+	kept := []boxedMillis{{d: d, arg: d.Milliseconds()}}
+	if last != nil {
+		kept = append(kept, (*last)[:min(len(*last), keptMillis-1)]...)
+	}
+	b.boxedMillis.Store(&kept)
+	return kept[0].arg
+}
+
+// keptMillis is how many durations millis keeps boxed.
+const keptMillis = 4
+
+type boxedMillis struct {
+	d   time.Duration
+	arg any
+}
+
+// flag is a boolean script argument.
+func flag(b bool) any { // constants: boxed without allocating
+	if b {
+		return "1"
+	}
+	return "0"
+}
