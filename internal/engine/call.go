@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,46 +37,45 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 		return handle(res, err, true), true
 	}
 
-	type result struct {
-		res T
-		err error
-	}
-	var mu sync.Mutex
-	left := false
-	done := make(chan result, 1)
+	p := &pending[T]{done: make(chan struct{})}
 	e.goWork(func() {
 		res, err := req(rctx)
-		err = e.requestErr(rctx, err)
-		mu.Lock()
-		if !left { // the caller handles it, and counts it done
-			done <- result{res, err}
-			mu.Unlock()
+		p.res, p.err = res, e.requestErr(rctx, err)
+		if p.state.CompareAndSwap(awaited, callerHandles) { // the caller handles it, and counts it done
+			close(p.done)
 			return
 		}
-		mu.Unlock()
 		defer e.bg.Done()
-		handle(res, err, false)
+		handle(p.res, p.err, false)
 	})
-	take := func(r result) (R, bool) {
-		defer e.bg.Done()
-		return handle(r.res, r.err, true), true
-	}
 	select {
-	case r := <-done:
-		return take(r)
+	case <-p.done:
 	case <-ctx.Done():
-		mu.Lock()
-		select {
-		case r := <-done: // it came just now
-			mu.Unlock()
-			return take(r)
-		default:
-			left = true
-			mu.Unlock()
+		if p.state.CompareAndSwap(awaited, workerHandles) {
 			return out, false
 		}
+		<-p.done // it came just now
 	}
+	defer e.bg.Done()
+	return handle(p.res, p.err, true), true
 }
+
+// A pending request, run by a worker for a caller that may leave: the
+// first of the two to change its state from awaited decides who handles
+// the outcome.
+type pending[T any] struct {
+	res   T
+	err   error
+	state atomic.Int32
+	done  chan struct{} // closed once res and err are set, if the caller is to handle them
+}
+
+// The states of a pending request.
+const (
+	awaited       int32 = iota // no reply yet, and the caller waits for it
+	callerHandles              // the reply came first: the caller handles it
+	workerHandles              // the caller left first: the worker handles the reply
+)
 
 // goWork runs f on an idle worker goroutine, or on a new one if none is
 // idle. Workers outlive their request: a new goroutine per request would
@@ -92,27 +91,41 @@ func (e *Engine) goWork(f func()) {
 // worker runs f, then the requests handed to it, until it has been idle
 // for workerIdle, more than maxIdleWorkers are idle, or Close has ended.
 func (e *Engine) worker(f func()) {
-	var idle *time.Timer
+	// The timer is not reset for every request (a timer's reset costs more
+	// than reading the clock): when it fires, the worker looks at how long
+	// it has been idle, and sets it for the rest.
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
 	for {
 		f()
 		if e.idle.Add(1) > maxIdleWorkers {
 			e.idle.Add(-1)
 			return
 		}
-		if idle == nil {
-			idle = time.NewTimer(workerIdle)
-		} else {
-			idle.Reset(workerIdle)
+		if f = e.next(idle, time.Now()); f == nil {
+			return
 		}
+	}
+}
+
+// next waits for the next request of an idle worker, idle since since,
+// and returns it, or nil once the worker has been idle for workerIdle or
+// Close has ended; idle is the worker's timer. The worker is no longer
+// counted idle when next returns.
+func (e *Engine) next(idle *time.Timer, since time.Time) func() {
+	defer e.idle.Add(-1)
+	for {
 		select {
-		case f = <-e.work:
-			e.idle.Add(-1)
+		case f := <-e.work:
+			return f
 		case <-idle.C:
-			e.idle.Add(-1)
-			return
+			d := time.Since(since)
+			if d >= workerIdle {
+				return nil
+			}
+			idle.Reset(workerIdle - d)
 		case <-e.closedWork:
-			e.idle.Add(-1)
-			return
+			return nil
 		}
 	}
 }
