@@ -29,11 +29,12 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 	if !e.enter() {
 		return handle(zero, ErrClosed, true), true
 	}
-	rctx := e.requestContext(ctx, limit)
+	rctx, shared := e.requestContext(ctx, limit)
 	if ctx.Done() == nil { // cannot end: no need to be able to return early
 		defer e.bg.Done()
 		res, err := req(rctx)
 		err = e.requestErr(rctx, err)
+		e.deadlines.put(shared)
 		return handle(res, err, true), true
 	}
 
@@ -41,6 +42,7 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 	e.goWork(func() {
 		res, err := req(rctx)
 		p.res, p.err = res, e.requestErr(rctx, err)
+		e.deadlines.put(shared)
 		if p.state.CompareAndSwap(awaited, callerHandles) { // the caller handles it, and counts it done
 			close(p.done)
 			return
@@ -175,13 +177,14 @@ func (e *Engine) detach(ctx context.Context, limit time.Duration) (context.Conte
 
 // requestContext is detach for the requests callers wait for (see call):
 // its contexts are shared (see requestDeadlines), so a request may end up
-// to limit/shareWindow before its limit.
-func (e *Engine) requestContext(ctx context.Context, limit time.Duration) context.Context {
-	rctx := e.deadlines.get(e.abandon, limit)
+// to limit/shareWindow before its limit. The caller hands shared back to
+// e.deadlines when the request has ended.
+func (e *Engine) requestContext(ctx context.Context, limit time.Duration) (rctx context.Context, shared *sharedDeadline) {
+	shared = e.deadlines.get(e.abandon, limit)
 	if ctx == context.Background() {
-		return rctx
+		return shared.ctx, shared
 	}
-	return valuesOf{rctx, ctx}
+	return valuesOf{shared.ctx, ctx}, shared
 }
 
 // valuesOf is a context that ends as its Context does and has the values
