@@ -172,7 +172,7 @@ func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine
 	gs := make([]engine.Grant, 0, len(rs))
 	for _, group := range groups {
 		var keys []string
-		args := []any{rs[group[0]].Lease.Milliseconds(), b.retention(), b.holderInfo()}
+		args := []any{rs[group[0]].Lease.Milliseconds(), b.retentionArg, b.holderInfo()}
 		for _, i := range group {
 			keys = append(keys, b.cfg.Keys.script(rs[i].Name, rs[i].Owner)...)
 			args = append(args, rs[i].Owner)
@@ -254,7 +254,7 @@ func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release
 func (b *Backend) Abandon(ctx context.Context, r engine.Request) (bool, error) {
 	k := b.cfg.Keys
 	n, err := b.pipe.run(ctx, abandonScript, scriptArgs(abandonScript, k.script(r.Name, r.Owner),
-		r.Owner, max(r.Lease.Milliseconds(), 1), k.Channel(r.Name), b.publishMode(), b.id, b.retention(),
+		r.Owner, max(r.Lease.Milliseconds(), 1), k.Channel(r.Name), b.modeArg, b.idArg, b.retentionArg,
 		flag(r.Kind.Queued()))).Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)
@@ -267,7 +267,7 @@ func (b *Backend) Abandon(ctx context.Context, r engine.Request) (bool, error) {
 // returns the capacity before (0 if it was not set) and the permits held
 // after those grants.
 func (b *Backend) SetPermits(ctx context.Context, name string, n int) (before, held int, err error) {
-	res, err := semPermitsScript.Run(ctx, b.rdb, b.cfg.Keys.script(name, ""), n, b.retention(), b.publishMode()).Slice()
+	res, err := semPermitsScript.Run(ctx, b.rdb, b.cfg.Keys.script(name, ""), n, b.retentionArg, b.modeArg).Slice()
 	if err != nil {
 		return 0, 0, backendErr(ctx, err)
 	}

@@ -139,7 +139,7 @@ func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
 func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	k := b.cfg.Keys
 	n, err := forceUnlockScript.Run(ctx, b.rdb, k.script(name, ""),
-		k.Channel(name), b.publishMode(), b.retention(), k.holderChannels(), name).Int64()
+		k.Channel(name), b.modeArg, b.retentionArg, k.holderChannels(), name).Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)
 	}

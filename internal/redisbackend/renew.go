@@ -86,7 +86,7 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 				capacity = r.Capacity
 			}
 			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Queue.Milliseconds(), r.Seq,
-				b.retention(), b.publishMode(), capacity)
+				b.retentionArg, b.modeArg, capacity)
 		case renewHolders:
 			c.keys = append(c.keys, k.Lock(r.Name), k.Holders(r.Name))
 			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Seq)
