@@ -185,14 +185,15 @@ func (e *Engine) heldUntil(q *queue, ttl time.Duration) {
 }
 
 // holderLeft is how long the holder's lease may still last, as last seen
-// by any waiter of q; fallback when nothing is known.
+// by any waiter of q (0 once that moment has passed); fallback when
+// nothing is known.
 func (e *Engine) holderLeft(q *queue, fallback time.Duration) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if q.until == 0 {
 		return fallback
 	}
-	return q.until - e.now()
+	return max(q.until-e.now(), 0)
 }
 
 // handOff wakes the first local waiter of a lock this process has just

@@ -94,3 +94,24 @@ func TestNextWaiterSleepsTheHoldersLease(t *testing.T) {
 		l.Unlock(context.Background())
 	})
 }
+
+// Item 10: a waiter whose sight of the holder's lease has just run out
+// (it found the dead holder's key with 0 ms left, and a few microseconds
+// passed since) tries again within a millisecond. The remaining lease,
+// gone slightly negative, used to be read as unknown and polled a second
+// later: a lock whose holder died was handed over a second late, every
+// other time.
+func TestWaiterTriesAtOnceWhenTheHoldersLeaseHasRunOut(t *testing.T) {
+	e := New(newFake(), nil, nil)
+	defer e.Close(context.Background())
+	q := &queue{}
+	e.heldUntil(q, 0)
+	time.Sleep(time.Millisecond) // the moment seen has passed
+	if d := pollDelay(e.holderLeft(q, time.Minute)); d > time.Millisecond {
+		t.Fatalf("a waiter whose holder's lease ran out sleeps %v before it tries again: want at most 1ms", d)
+	}
+	e.heldUntil(q, -1) // unknown: the waiter falls back to its own lease
+	if d := pollDelay(e.holderLeft(q, time.Minute)); d != time.Minute {
+		t.Fatalf("with the holder's lease unknown, the waiter sleeps %v: want its own lease, 1m0s", d)
+	}
+}
