@@ -11,7 +11,8 @@ import (
 
 // Inspect reads the lock on every node. The lock is held by the owner
 // that holds it on a quorum of nodes, with the fencing token it has there,
-// until the lease of the last of a quorum runs out (the holder's TTL);
+// until the lease of the last of a quorum runs out (the holder's TTL),
+// with as many holds as a quorum of those nodes has;
 // otherwise it is free (a holder on fewer nodes, such as an attempt being
 // given up, does not count). LastToken is the highest counter of any node,
 // Watchers the most subscribers any node has. It fails with an error
@@ -36,12 +37,18 @@ func (b *Backend) Inspect(ctx context.Context, name string) (redisbackend.State,
 		if len(hs) < b.quorum {
 			continue
 		}
-		// Held until fewer than a quorum of these leases are left.
+		// Held until fewer than a quorum of these leases are left; with
+		// as many holds as a quorum has (a re-entry counts once a quorum
+		// took it, and may not have reached the others yet).
 		slices.SortFunc(hs, func(x, y redisbackend.Holder) int { return cmp.Compare(y.TTL, x.TTL) })
 		h := hs[b.quorum-1]
-		for _, o := range hs {
+		holds := make([]int, len(hs))
+		for i, o := range hs {
 			h.Token = max(h.Token, o.Token)
+			holds[i] = o.Holds
 		}
+		slices.Sort(holds)
+		h.Holds = holds[len(holds)-b.quorum]
 		out.Kind, out.TTL, out.Holders = redisbackend.KindMutex, h.TTL, []redisbackend.Holder{h}
 	}
 	return out, nil
