@@ -25,6 +25,7 @@ import (
 const helperEnv = "DISTLOCK_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	quietRedisLogs()
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
@@ -268,3 +269,16 @@ func rmw(ctx context.Context, c *distlock.Client, rdb *redis.Client, name, count
 	}
 	return 0
 }
+
+// quietRedisLogs drops go-redis's own log lines (every failed dial, every
+// Sentinel switch), which the fault tests cause by the hundred and which
+// buried a failure's own lines, unless DISTLOCK_TEST_REDIS_LOG is set.
+func quietRedisLogs() {
+	if os.Getenv("DISTLOCK_TEST_REDIS_LOG") == "" {
+		redis.SetLogger(discardLogs{})
+	}
+}
+
+type discardLogs struct{}
+
+func (discardLogs) Printf(context.Context, string, ...any) {}

@@ -1,12 +1,14 @@
 package safety
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +41,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	quietRedisLogs()
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
@@ -79,3 +82,16 @@ func clock(id int32) int64 {
 	}
 	return ts.Nano()
 }
+
+// quietRedisLogs drops go-redis's own log lines (every failed dial, every
+// Sentinel switch), which the fault tests cause by the hundred and which
+// buried a failure's own lines, unless DISTLOCK_TEST_REDIS_LOG is set.
+func quietRedisLogs() {
+	if os.Getenv("DISTLOCK_TEST_REDIS_LOG") == "" {
+		redis.SetLogger(discardLogs{})
+	}
+}
+
+type discardLogs struct{}
+
+func (discardLogs) Printf(context.Context, string, ...any) {}
