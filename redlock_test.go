@@ -414,7 +414,8 @@ func TestRedlockRestartedMaster(t *testing.T) {
 		ev := newEvents()
 		q := startQuorum(t, 3, distlock.WithEventHandler(ev.handle))
 		ctx := testCtx(t)
-		l, err := q.c.Mutex("r", distlock.WithTTL(time.Second)).Lock(ctx)
+		// A lease long enough that a loaded machine renews it in time.
+		l, err := q.c.Mutex("r", distlock.WithTTL(3*time.Second)).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,8 +442,23 @@ func TestRedlockRestartedMaster(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// A fixed lease: nothing renews, so nothing notices the loss.
-		a, err := q.c.Mutex("r", distlock.WithFixedLease(20*time.Second)).Lock(ctx)
+		// A fixed lease: nothing renews, so nothing notices the loss. The
+		// holder's go-redis clients dial once and do not retry: its
+		// requests to the masters that are down fail for good, instead of
+		// landing when they come back (go-redis dials 5 times, 100 ms
+		// apart, by default: a late request of the holder's own
+		// acquisition, which would give it those masters too).
+		var rdbs []redis.UniversalClient
+		for _, srv := range q.servers {
+			opt := srv.Options()
+			opt.MaxRetries, opt.DialerRetries = -1, 1
+			rdb := redis.NewClient(opt)
+			t.Cleanup(func() { rdb.Close() })
+			rdbs = append(rdbs, rdb)
+		}
+		holder := distlock.NewRedlock(rdbs, distlock.WithLogger(nil))
+		t.Cleanup(func() { holder.Close() })
+		a, err := holder.Mutex("r", distlock.WithFixedLease(20*time.Second)).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
