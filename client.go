@@ -95,15 +95,18 @@ func (c *clientConfig) backendConfig() redisbackend.Config {
 }
 
 // Close cancels the lease contexts of every lock the Client still holds
-// (with ErrClosed), then releases those locks, ends waits with ErrClosed,
-// stops renewals and subscriptions, and waits for every request still on
-// its way (an acquisition whose reply has not come is waited for, and what
-// it took is released) and for background clean-ups, for five seconds at
-// most: it then gives up on requests that Redis has not answered, and the
-// locks they may hold expire with their leases. It returns an error
-// wrapping ErrBackend when it gave up on anything or a release failed; nil
-// means nothing of the Client is left in Redis. Close is idempotent; after
-// it, every operation returns ErrClosed.
+// (with ErrClosed), then releases those locks, ends waits with ErrClosed
+// (removing their places in queues, and making Redis refuse an
+// acquisition of theirs still on its way), stops renewals and
+// subscriptions, and waits for every request still on its way (an
+// acquisition whose reply has not come is waited for, and what it took is
+// released) and for background clean-ups, for five seconds at most: it
+// then gives up on requests that Redis has not answered, and the locks
+// they may hold expire with their leases. It returns an error wrapping
+// ErrBackend when it gave up on anything or a release failed; nil means
+// nothing of the Client is left in Redis. Requests that never left the
+// client (go-redis could not connect) are not waited for. Close is
+// idempotent; after it, every operation returns ErrClosed.
 func (c *Client) Close() error {
 	var err error
 	c.close.Do(func() {

@@ -94,6 +94,19 @@
 // process's attempt reaches Redis first after a release wins. For an order
 // across processes, use a fair mutex.
 //
+// A call that gives up leaves nothing behind it. When an acquisition of any
+// kind returns an error (its context ended, a request failed), it first
+// releases whatever its requests may have taken and removes its place in a
+// queue, and makes Redis refuse those requests if they arrive later (for a
+// minute, or two leases if longer): a lock granted to it meanwhile has
+// gone to the next in line by the time the error is returned, and no grant
+// reaches a caller that has left. It waits up to 5 s for Redis to confirm
+// that, as Unlock does for a release when its context has ended; if Redis
+// does not answer, the call returns all the same and the clean-up goes on
+// in the background, bounded by the lease (or the queue timeout for a
+// place). A request that never left the client (go-redis could not connect)
+// needs no clean-up.
+//
 // # Fair mutex
 //
 // Client.FairMutex returns a Mutex whose waiters, in every process, are

@@ -34,6 +34,8 @@ type rule struct {
 	nth     int
 	lose    bool // lose the reply; the request lands once release is closed
 	// delay: the script runs at once, its reply waits until release is closed
+	before bool          // hold the request back until release is closed, then send it
+	wait   time.Duration // hold the request back this long, then send it
 
 	release chan struct{} // closed by the test
 	matched chan struct{} // closed when the rule matched (for delay: after the script ran)
@@ -50,7 +52,7 @@ func newInterceptor(t *testing.T) *interceptor {
 // load loads every script on the server, so that no intercepted EVALSHA
 // fails with NOSCRIPT (go-redis would then send an EVAL the rules do not
 // see, at a moment of its own).
-func (h *interceptor) load(t *testing.T, rdb *redis.Client) {
+func (h *interceptor) load(t *testing.T, rdb redis.UniversalClient) {
 	t.Helper()
 	if err := redisbackend.LoadScripts(t.Context(), rdb); err != nil {
 		t.Fatal(err)
@@ -66,6 +68,33 @@ func (h *interceptor) on(name, scripts string, nth int, lose bool) *rule {
 	h.rules = append(h.rules, r)
 	h.mu.Unlock()
 	h.t.Cleanup(r.free)
+	return r
+}
+
+// holdBack adds a rule that holds the nth call of any of scripts on the
+// lock name back, before it is sent, until the rule is freed: a request
+// held up in the network.
+func (h *interceptor) holdBack(name, scripts string, nth int) *rule {
+	r := h.on(name, scripts, nth, false)
+	r.before = true
+	return r
+}
+
+// slow adds a rule that holds the nth call of any of scripts on the lock
+// name back for d before it is sent: a slow network, for a test that must
+// see whether a call waits for that request.
+func (h *interceptor) slow(name, scripts string, nth int, d time.Duration) *rule {
+	r := h.on(name, scripts, nth, false)
+	r.wait = d
+	r.free()
+	return r
+}
+
+// observe adds a rule that only reports (matched) the nth call of any of
+// scripts on the lock name, once it has run.
+func (h *interceptor) observe(name, scripts string, nth int) *rule {
+	r := h.on(name, scripts, nth, false)
+	r.free()
 	return r
 }
 
@@ -137,6 +166,17 @@ func (h *interceptor) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func (r *rule) run(ctx context.Context, cmds []redis.Cmder, next func(context.Context, []redis.Cmder) error) error {
+	if r.before || r.wait > 0 {
+		close(r.matched)
+		if r.wait > 0 {
+			time.Sleep(r.wait) // the fault: a request that is slow to arrive
+		}
+		select {
+		case <-r.release:
+		case <-time.After(20 * time.Second):
+		}
+		return next(ctx, cmds)
+	}
 	if !r.lose {
 		err := next(ctx, cmds)
 		close(r.matched)

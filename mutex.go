@@ -45,10 +45,13 @@ func (m *Mutex) Err() error {
 // same token at once. Any other context is a different owner, even in the
 // same goroutine.
 //
-// Cancelling ctx while a request is on its way never leaves a lock behind:
-// whatever the request took is released in the background, and the
-// request is refused if it reaches Redis only later (for a minute, or two
-// leases if longer; see the package documentation).
+// Cancelling ctx while a request is on its way, or while waiting in a fair
+// mutex's queue, never leaves a lock behind: before Lock returns, whatever
+// the request took is released, its place is removed (a grant that raced
+// the cancellation goes to the next in line), and the request is refused
+// if it reaches Redis only later (for a minute, or two leases if longer).
+// Lock waits up to 5 s for Redis to confirm that; see "Waiting" in the
+// package documentation.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 	return m.acquire(ctx, "lock", m.spec, true)
 }
@@ -59,7 +62,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 // Client; for a fair mutex, anyone (TryLock never queues and never jumps
 // the queue).
 // If its request's outcome cannot be known (ctx ended, Redis failed),
-// whatever it may have taken is released in the background, and the
+// whatever it may have taken is released before TryLock returns, and the
 // request is refused by Redis if it arrives later.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 	return m.acquire(ctx, "try-lock", m.spec, false)

@@ -25,10 +25,10 @@ func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
 			switch {
 			case errors.Is(err, ErrClosed):
 				return outcome{err: ErrClosed}
-			case refusal(err):
+			case refusal(err) || unsent(err):
 				return outcome{err: err}
 			case err != nil:
-				e.cleanup(r) // it may have been applied, now or later
+				e.clean(waiting, r) // it may have been applied, now or later
 				return outcome{err: err}
 			case !g.Acquired:
 				e.checkCapacity(s, g)
@@ -42,6 +42,10 @@ func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
 			return outcome{l: l, g: g, err: err}
 		})
 	if !replied {
+		// The request may still be applied: it is abandoned now, so that
+		// it takes nothing, or what it took is released, before the call
+		// returns. (Its reply, when it comes, is cleaned up again.)
+		e.cleanupNow(r)
 		return nil, Grant{}, notAcquired(context.Cause(ctx))
 	}
 	return out.l, out.g, out.err
@@ -53,7 +57,7 @@ func (e *Engine) try(ctx context.Context, s Spec) (*Lease, Grant, error) {
 // has started.
 func (e *Engine) hold(ctx context.Context, s Spec, r Request, g Grant, sent time.Duration) (*Lease, error) {
 	h := newHold(ctx, e, s, r.Owner, g.Token)
-	e.watchRevoked()
+	revoking := e.watchRevoked()
 	added, late := e.renew.add(h, sent)
 	if !added {
 		e.cleanup(r)
@@ -65,6 +69,7 @@ func (e *Engine) hold(ctx context.Context, s Spec, r Request, g Grant, sent time
 		e.lose(h, fmt.Errorf("%w: the acquisition reply came after the lease deadline", ErrLockLost), true)
 		return nil, nil
 	}
+	awaitRevoked(ctx, revoking)
 	return h.newLease(1), nil
 }
 
@@ -73,4 +78,21 @@ func (e *Engine) hold(ctx context.Context, s Spec, r Request, g Grant, sent time
 // granted. Nothing needs cleaning up after it.
 func refusal(err error) bool {
 	return errors.Is(err, ErrWrongKind) || errors.Is(err, ErrDeadlock) || errors.Is(err, ErrInvalidOption)
+}
+
+// unsent reports whether err is the failure of a request that never
+// reached the store (see ErrUnsent): nothing needs cleaning up after it.
+func unsent(err error) bool { return errors.Is(err, ErrUnsent) }
+
+// clean abandons the owners of rs: before it returns if a caller waits
+// for the outcome (it is about to return an error, and nothing of its call
+// may be left behind it), in the background otherwise.
+func (e *Engine) clean(waiting bool, rs ...Request) {
+	if waiting {
+		e.cleanupNow(rs...)
+		return
+	}
+	for _, r := range rs {
+		e.cleanup(r)
+	}
 }

@@ -15,7 +15,9 @@ import (
 // store must wrap ErrBackend. A request may be applied even when its
 // method returned an error (a lost reply), and even later (a request held
 // up in the network): the engine counts on the guarantees below to make
-// such late requests harmless.
+// such late requests harmless. An error that also wraps ErrUnsent says
+// that the request never reached the store, in any attempt: the engine
+// then cleans nothing up after it.
 //
 // # Kinds
 //

@@ -215,6 +215,8 @@ func (e *Engine) requestErr(rctx context.Context, err error) error {
 		return err
 	case e.abandon.Err() != nil:
 		return ErrClosed
+	case errors.Is(err, ErrUnsent):
+		return fmt.Errorf("%w: %w", ErrBackend, err)
 	case rctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: no reply in time", ErrBackend)
 	}

@@ -14,11 +14,14 @@ import (
 //
 // It retries until the backend confirms, for AbandonFor(lease) at most, or
 // until Close gives up waiting; a clean-up that Close cuts short makes
-// Close report an error.
-func (e *Engine) cleanup(r Request) {
+// Close report an error. The channel it returns is closed when the
+// clean-up has ended, confirmed or not.
+func (e *Engine) cleanup(r Request) <-chan struct{} {
 	r.Hold = 0
 	r.Lease = AbandonFor(r.Lease)
+	done := make(chan struct{})
 	e.spawn(func() {
+		defer close(done)
 		ctx, cancel := e.detach(context.Background(), r.Lease)
 		defer cancel()
 		delay := 10 * time.Millisecond
@@ -42,7 +45,48 @@ func (e *Engine) cleanup(r Request) {
 			}
 		}
 	})
+	return done
 }
+
+// cleanupNow is cleanup for a caller that is about to return an error: it
+// returns once the backend has confirmed the clean-up, so that nothing of
+// the call is left behind it (a place in a queue, a lock granted to it
+// meanwhile: the next in line has it by then), or after giveUpWait if the
+// backend does not answer; the clean-up then goes on in the background.
+func (e *Engine) cleanupNow(rs ...Request) {
+	dones := make([]<-chan struct{}, len(rs))
+	for i, r := range rs {
+		dones[i] = e.cleanup(r)
+	}
+	await(giveUpWait, dones...)
+}
+
+// await waits until every channel of dones is closed, for d at most.
+func await(d time.Duration, dones ...<-chan struct{}) {
+	var timer <-chan time.Time
+	for _, done := range dones {
+		select {
+		case <-done:
+			continue
+		default:
+		}
+		if timer == nil {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-done:
+		case <-timer:
+			return
+		}
+	}
+}
+
+// giveUpWait bounds how long a call that gives up (its context ended, or a
+// request failed) waits for its clean-up before it returns: as long as
+// Unlock waits for a release when its context has ended.
+const giveUpWait = releaseTimeout
 
 // ownerOf is the request that abandons the owner of h.
 func (e *Engine) ownerOf(h *Hold) Request {

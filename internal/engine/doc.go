@@ -31,11 +31,17 @@
 //   - Clean-ups make late requests harmless: an acquisition attempt whose
 //     outcome is not used is abandoned (Backend.Abandon), which releases
 //     whatever it took and makes the backend refuse it if it lands later.
+//     A caller that returns an error waits for that clean-up (giveUpWait
+//     at most): nothing of its call is left when it returns, and a grant
+//     that raced it has gone to the next in line. A request that never
+//     reached the store (an error wrapping ErrUnsent) needs none.
 //   - Anything that gives a lock up cancels the lease context before the
 //     release is sent (Unlock, Close), so once another owner can take the
 //     lock, no context of the old hold is live.
 //   - Close waits for every request and clean-up still under way, within its
-//     context, and reports those it had to abandon.
+//     context, and reports those it had to abandon. It abandons, rather than
+//     releases, the owners still waiting in a queue: their acquisition may
+//     still be on its way.
 //
 // What this does not cover: a request that reaches the backend later than
 // the abandonment lasts (AbandonFor: two leases, one minute at least) can

@@ -64,6 +64,8 @@ type Engine struct {
 	draining   bool             // Close is waiting for bg: no more Adds
 
 	revoking      bool          // the watch of force-unlock notices is started or starting (revoke.go)
+	revokeReady   chan struct{} // closed once that watch is set up or failed
+	revokeUp      atomic.Bool   // that watch is set up
 	revokeRetryAt time.Duration // when to try it again after it failed
 	stopRevoked   func()        // ends that watch
 }
@@ -77,16 +79,17 @@ func New(b Backend, observe func(Event), cause func(name string, err error) erro
 	var id [16]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
 	e := &Engine{
-		b:          b,
-		observe:    observe,
-		cause:      cause,
-		epoch:      time.Now(),
-		owners:     hex.EncodeToString(id[:]) + ":",
-		queues:     map[queueKey]*queue{},
-		mismatches: map[string]int{},
-		places:     map[string]*Hold{},
-		work:       make(chan func()),
-		closedWork: make(chan struct{}),
+		b:           b,
+		observe:     observe,
+		cause:       cause,
+		epoch:       time.Now(),
+		owners:      hex.EncodeToString(id[:]) + ":",
+		queues:      map[queueKey]*queue{},
+		mismatches:  map[string]int{},
+		places:      map[string]*Hold{},
+		revokeReady: closedChan,
+		work:        make(chan func()),
+		closedWork:  make(chan struct{}),
 	}
 	if gc, ok := b.(GrantConfirmer); ok {
 		e.confirmGrants = gc.ConfirmGrants()
@@ -200,9 +203,15 @@ func (e *Engine) Close(ctx context.Context) error {
 	defer e.abandonCancel()
 	defer close(e.closedWork)
 
-	holds := e.renew.stop()
+	holds, places := e.renew.stop()
 	for _, h := range holds {
 		h.end(ErrClosed)
+	}
+	for _, h := range places {
+		h.end(ErrClosed)
+		// Its acquisition, or a refresh, may still be on its way: the
+		// owner is abandoned, so that a late one takes nothing.
+		e.cleanup(e.ownerOf(h))
 	}
 	for _, h := range holds {
 		e.spawn(func() {

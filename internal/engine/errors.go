@@ -31,6 +31,12 @@ var (
 // (an acquisition is rolled back, a renewal retried). It wraps ErrBackend.
 var ErrNotReplicated = fmt.Errorf("%w: not acknowledged by enough replicas", ErrBackend)
 
+// ErrUnsent marks the failure of a request that certainly never reached
+// the store (no connection to it could be made): nothing of it can be
+// applied, now or later, so nothing needs cleaning up after it. A backend
+// wraps it beside ErrBackend only when it knows; see the Backend's doc.
+var ErrUnsent = errors.New("not sent")
+
 // ErrWrongKind is an Acquire outcome: the name is used by a lock of
 // another kind (a plain mutex and a fair mutex of one name), which was
 // left untouched.

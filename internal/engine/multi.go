@@ -126,36 +126,41 @@ func (e *Engine) tryAll(ctx context.Context, specs []Spec) (*Group, int, time.Du
 		ttl     time.Duration
 		err     error
 	}
-	cleanup := func(gs []Grant, all bool) {
+	// cleanup abandons every member (all) or those gs says were taken:
+	// before the call returns if its caller waits (see clean).
+	cleanup := func(gs []Grant, all, waiting bool) {
+		var taken []Request
 		for i, r := range rs {
 			if all || i < len(gs) && gs[i].Acquired {
-				e.cleanup(r)
+				taken = append(taken, r)
 			}
 		}
+		e.clean(waiting, taken...)
 	}
 	label := groupName(specs)
 	out, replied := call(e, ctx, lease, func(c context.Context) ([]Grant, error) { return e.b.AcquireAll(c, rs) },
 		func(gs []Grant, err error, waiting bool) outcome {
 			switch {
 			case errors.Is(err, ErrClosed):
-				cleanup(gs, true)
+				cleanup(gs, true, false)
 				return outcome{err: ErrClosed}
-			case refusal(err):
-				cleanup(gs, false)
+			case refusal(err) || unsent(err):
+				cleanup(gs, false, waiting)
 				return outcome{err: err}
 			case err == nil && (len(gs) == 0 || len(gs) > len(rs) || len(gs) < len(rs) && gs[len(gs)-1].Acquired):
 				err = fmt.Errorf("%w: %d grants for %d members", ErrBackend, len(gs), len(rs))
 				fallthrough
 			case err != nil:
-				cleanup(gs, true) // it may have been applied, now or later
+				cleanup(gs, true, waiting) // it may have been applied, now or later
 				return outcome{err: err}
 			case !waiting:
-				cleanup(gs, false)
+				cleanup(gs, false, false)
 				return outcome{}
 			}
 			if last := len(gs) - 1; !gs[last].Acquired {
-				// Refused at the last member tried.
-				cleanup(gs, false)
+				// Refused at the last member tried: the members a separate
+				// step took are given up before the caller learns it.
+				cleanup(gs, false, true)
 				return outcome{blocker: last, ttl: gs[last].TTL}
 			}
 			leases := make([]*Lease, len(rs))
@@ -181,6 +186,8 @@ func (e *Engine) tryAll(ctx context.Context, specs []Spec) (*Group, int, time.Du
 			return outcome{g: newGroup(ctx, e, label, leases)}
 		})
 	if !replied {
+		// Every member may still be taken: abandoned now (see try).
+		e.cleanupNow(rs...)
 		return nil, 0, 0, notAcquired(context.Cause(ctx))
 	}
 	return out.g, out.blocker, out.ttl, out.err

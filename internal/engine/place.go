@@ -128,6 +128,9 @@ func (r *renewer) settlePlace(h *Hold, seq uint64, sent time.Duration, g Grant, 
 		// Granted by someone else's script, or taken by this refresh: not
 		// an acquisition of the owner's own, to confirm if need be.
 		r.grantLocked(h, g.Token, g.Seq, g.Lease, false)
+	case err == nil && deadlocked(h, g.Capacity) != nil:
+		// The capacity shrank while the place waited (SetPermits).
+		r.endLocked(h, deadlocked(h, g.Capacity))
 	case err == nil:
 		// The store keeps the highest number it applied, so a grant will
 		// name seq or a later one: the earlier send times are of no use.

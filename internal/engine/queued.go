@@ -46,15 +46,19 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 		select {
 		case <-h.settled:
 		case <-ctx.Done():
-			e.giveUp(h, context.Cause(ctx))
+			// Nothing of the call may be left when it returns: its place
+			// goes, and a grant that raced the cancellation goes to the
+			// next in line, before the error is returned.
+			e.giveUp(h, context.Cause(ctx), true)
 			return nil, notAcquired(context.Cause(ctx))
 		case <-e.ctx.Done():
-			e.giveUp(h, ErrClosed)
+			e.giveUp(h, ErrClosed, false) // Close abandons it too, and waits
 			return nil, ErrClosed
 		}
 		if l := e.claim(h); l != nil {
 			err := e.confirmGrant(ctx, h)
 			if err == nil {
+				awaitRevoked(ctx, e.watchRevoked()) // started by enqueue
 				e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
 				return l, nil
 			}
@@ -63,8 +67,13 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 			}
 		}
 		cause := e.renew.causeOf(h)
-		if errors.Is(cause, ErrClosed) {
+		switch {
+		case errors.Is(cause, ErrClosed):
 			return nil, ErrClosed
+		case errors.Is(cause, ErrDeadlock):
+			// Its place could never be granted (see deadlocked).
+			e.cleanupNow(e.ownerOf(h))
+			return nil, cause
 		}
 		// The place expired (this process was paused or cut off for
 		// longer than the queue timeout), or the grant came too late to be
@@ -100,33 +109,50 @@ func (e *Engine) enqueue(ctx context.Context, s Spec) (*Hold, bool, error) {
 		func(g Grant, err error, waiting bool) outcome {
 			switch {
 			case errors.Is(err, ErrClosed):
-				e.giveUp(h, ErrClosed)
+				e.giveUp(h, ErrClosed, false)
 				return outcome{err: ErrClosed}
-			case refusal(err):
-				e.drop(h, err) // refused before anything was written
+			case refusal(err) || unsent(err):
+				e.drop(h, err) // nothing was written
 				return outcome{err: err}
 			case err != nil:
-				e.giveUp(h, err) // it may have been applied, now or later
+				e.giveUp(h, err, waiting) // it may have been applied, now or later
 				return outcome{err: err}
 			case !waiting:
-				e.giveUp(h, context.Canceled)
+				e.giveUp(h, context.Canceled, false)
 				return outcome{}
 			case g.Acquired:
 				// Taken by this request, or granted since an earlier copy of
 				// it: the grant says which.
 				e.checkCapacity(s, g)
 				e.renew.grant(h, g.Token, g.Seq, g.Lease, true)
-				return outcome{}
 			case !g.Queued:
-				// Only an abandoned owner is refused, and this one is new.
-				e.giveUp(h, ErrBackend)
+				// Only an abandoned owner is refused: this one was, by Close,
+				// while its acquisition was on its way (or by nobody, and the
+				// store is wrong).
+				if errors.Is(e.renew.causeOf(h), ErrClosed) {
+					return outcome{err: ErrClosed}
+				}
+				e.giveUp(h, ErrBackend, true)
 				return outcome{err: fmt.Errorf("%w: the store refused a new owner", ErrBackend)}
+			default:
+				e.checkCapacity(s, g)
+				if err := deadlocked(h, g.Capacity); err != nil {
+					e.giveUp(h, err, true)
+					return outcome{err: err}
+				}
+				e.renew.placeConfirmed(h, sent, g.TTL)
 			}
-			e.checkCapacity(s, g)
-			e.renew.placeConfirmed(h, sent, g.TTL)
-			return outcome{queued: true}
+			if e.renew.causeOf(h) != nil {
+				// h ended while its acquisition was on its way (Close): what
+				// the acquisition took, nobody will use.
+				e.giveUp(h, nil, false)
+			}
+			return outcome{queued: g.Queued}
 		})
 	if !replied {
+		// The acquisition may still land: its owner is abandoned now, so
+		// that it takes nothing, or gives up what it took.
+		e.giveUp(h, context.Cause(ctx), true)
 		return nil, false, notAcquired(context.Cause(ctx))
 	}
 	return h, out.queued, out.err
@@ -144,12 +170,14 @@ func (e *Engine) claim(h *Hold) *Lease {
 	return h.newLease(1)
 }
 
-// giveUp ends h, whose waiter has gone, and abandons its owner in the
-// background: its place is removed, a lock granted to it meanwhile goes to
-// the next in line, and a request of it still on its way takes nothing.
-func (e *Engine) giveUp(h *Hold, cause error) {
+// giveUp ends h, whose waiter has gone, and abandons its owner: its place
+// is removed, a lock granted to it meanwhile goes to the next in line, and
+// a request of it still on its way takes nothing. With now, it returns
+// once the backend has confirmed that (see cleanupNow), for a caller about
+// to return an error; otherwise the clean-up runs in the background.
+func (e *Engine) giveUp(h *Hold, cause error, now bool) {
 	e.drop(h, cause)
-	e.cleanup(e.ownerOf(h))
+	e.clean(now, e.ownerOf(h))
 }
 
 // drop ends h with cause, if it has not ended, and stops routing grants to
@@ -237,15 +265,30 @@ func (e *Engine) confirmGrant(ctx context.Context, h *Hold) error {
 			return errGrantGone
 		}
 		r.mu.Unlock()
-		e.giveUp(h, err)
+		e.giveUp(h, err, true)
 		if errors.Is(err, ErrClosed) {
 			return ErrClosed
 		}
 		return fmt.Errorf("the grant was not confirmed, and was given up: %w", err)
 	})
 	if !replied {
-		e.giveUp(h, context.Cause(ctx))
+		e.giveUp(h, context.Cause(ctx), true)
 		return notAcquired(context.Cause(ctx))
 	}
 	return outcome
+}
+
+// deadlocked returns an error wrapping ErrDeadlock if h, a semaphore's
+// waiter, could never be granted its permits under capacity, the capacity
+// in force as the store reported it (0: not reported), because the
+// context it waits in holds permits of the same semaphore: they would have
+// to be released first, by the caller that waits. It returns nil
+// otherwise; a request larger than the capacity by itself is the store's
+// to refuse (ErrInvalidOption).
+func deadlocked(h *Hold, capacity int) error {
+	if h.kind != Semaphore || capacity == 0 || h.nested <= capacity || h.permits > capacity {
+		return nil
+	}
+	return fmt.Errorf("%w: the context holds %d permits; %d more could never be granted under the capacity of %d",
+		ErrDeadlock, h.nested-h.permits, h.permits, capacity)
 }

@@ -47,8 +47,10 @@ func (e *Engine) reenter(ctx context.Context, h *Hold, kind Kind) (*Lease, error
 			case errors.Is(err, ErrDeadlock):
 				// The last write hold was released first: nothing was added.
 				return outcome{err: err}
+			case unsent(err):
+				return outcome{err: err}
 			case err != nil:
-				e.releaseInBackground(h, id) // the hold may have been added
+				e.releaseHold(h, id, waiting) // the hold may have been added
 				return outcome{err: err}
 			case !g.Acquired:
 				// Not this owner's any more: a loss, unless the hold ended
@@ -56,7 +58,7 @@ func (e *Engine) reenter(ctx context.Context, h *Hold, kind Kind) (*Lease, error
 				e.lose(h, fmt.Errorf("%w: re-entry found it no longer held by this owner", ErrLockLost), false)
 				return outcome{err: h.endErr()}
 			case !waiting:
-				e.releaseInBackground(h, id)
+				e.releaseHold(h, id, false)
 				return outcome{}
 			}
 			l := h.add(id, kind)
@@ -67,6 +69,9 @@ func (e *Engine) reenter(ctx context.Context, h *Hold, kind Kind) (*Lease, error
 			return outcome{l: l}
 		})
 	if !replied {
+		// The hold may still be added: it is removed before the call
+		// returns (its reply, when it comes, removes it again).
+		e.releaseHold(h, id, true)
 		return nil, notAcquired(context.Cause(ctx))
 	}
 	return out.l, out.err

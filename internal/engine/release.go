@@ -16,15 +16,22 @@ func (e *Engine) unlock(ctx context.Context, h *Hold, id uint64, kind Kind) erro
 	return e.releaseOne(ctx, h, id)
 }
 
-// releaseInBackground removes hold id of h, added by a re-entry whose
-// caller has gone or that failed, while the hold lasts (its end removes
-// every hold of the owner).
-func (e *Engine) releaseInBackground(h *Hold, id uint64) {
+// releaseHold removes hold id of h, added by a re-entry whose caller has
+// gone or that failed, while the hold lasts (its end removes every hold of
+// the owner). With now, it returns once that is confirmed, or after
+// giveUpWait, for a caller about to return an error (nothing of its call
+// may be left behind it); otherwise it runs in the background.
+func (e *Engine) releaseHold(h *Hold, id uint64, now bool) {
+	done := make(chan struct{})
 	e.spawn(func() {
+		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		defer cancel()
 		_ = e.releaseOne(ctx, h, id)
 	})
+	if now {
+		await(giveUpWait, done)
+	}
 }
 
 // releaseAll releases every hold of h. The hold ends, and its lease

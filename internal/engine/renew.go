@@ -99,23 +99,25 @@ func (r *renewer) endLocked(h *Hold, cause error) bool {
 	return true
 }
 
-// stop ends every hold with ErrClosed and returns them; the timer fires no
+// stop ends every hold with ErrClosed and returns them: those that held
+// the lock, and those that were waiting in a queue. The timer fires no
 // more.
-func (r *renewer) stop() []*Hold {
+func (r *renewer) stop() (holds, places []*Hold) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopped = true
 	r.timer.Stop()
-	var out []*Hold
 	for len(r.holds) > 0 {
 		h := heap.Pop(&r.holds).(*Hold)
 		h.done, h.cause = true, ErrClosed
 		if h.placed {
 			close(h.settled)
+			places = append(places, h)
+		} else {
+			holds = append(holds, h)
 		}
-		out = append(out, h)
 	}
-	return out
+	return holds, places
 }
 
 // arm makes the timer fire no later than at. r.mu must be held.

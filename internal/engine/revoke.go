@@ -16,22 +16,29 @@ import (
 // publish on the lock's channels, who could as well delete the lock, and
 // ending a hold early never lets two owners in.
 
-// watchRevoked starts watching for notices, once, in the background. If
-// the watch cannot start (Redis down, an ACL without the channel), a hold
-// after revokeRetry tries again.
-func (e *Engine) watchRevoked() {
+// watchRevoked starts watching for notices, once, in the background, and
+// returns a channel that is closed once they flow, or once the watch has
+// failed (or at once if the backend is no Revoker). A caller waits for it
+// before it hands out its first Lease, so that a revocation sent after
+// Lock returned reaches the holder. If the watch cannot start (Redis down,
+// an ACL without the channel), a hold after revokeRetry tries again.
+func (e *Engine) watchRevoked() <-chan struct{} {
 	rv, ok := e.b.(Revoker)
-	if !ok {
-		return
+	if !ok || e.revokeUp.Load() {
+		return closedChan
 	}
 	e.mu.Lock()
 	if e.revoking || e.draining || e.now() < e.revokeRetryAt {
+		ready := e.revokeReady
 		e.mu.Unlock()
-		return
+		return ready
 	}
 	e.revoking = true
+	ready := make(chan struct{})
+	e.revokeReady = ready
 	e.mu.Unlock()
 	e.spawn(func() {
+		defer close(ready)
 		ctx, cancel := context.WithTimeout(e.ctx, watchTimeout)
 		stop, err := rv.WatchRevoked(ctx, e.revoked)
 		cancel()
@@ -42,13 +49,35 @@ func (e *Engine) watchRevoked() {
 			e.revoking, e.revokeRetryAt = false, e.now()+revokeRetry
 		case !closed:
 			e.stopRevoked = stop
+			e.revokeUp.Store(true)
 		}
 		e.mu.Unlock()
 		if err == nil && closed {
 			stop()
 		}
 	})
+	return ready
 }
+
+// awaitRevoked waits until ready (from watchRevoked) is closed, or ctx
+// ends: a Lease handed out before notices flow could miss its revocation.
+func awaitRevoked(ctx context.Context, ready <-chan struct{}) {
+	select {
+	case <-ready:
+	default:
+		select {
+		case <-ready:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// closedChan is a channel that is closed.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // revoked ends the holds of owner grantee on the lock name: the lock was
 // deleted from them (a force-unlock), or revoked (the server keeps it for

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -304,12 +305,48 @@ func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake
 
 // backendErr wraps err in ErrBackend, unless it is ctx's own end: a
 // deadline that is not ctx's (a dial or read timeout of the client) is a
-// backend failure.
+// backend failure. An error of a request that go-redis never sent (see
+// unsent) wraps engine.ErrUnsent too.
 func backendErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", engine.ErrBackend, err)
+	err = fmt.Errorf("%w: %w", engine.ErrBackend, err)
+	if unsent(err) {
+		return notSent(err)
+	}
+	return err
+}
+
+// notSent marks err, the failure of a request that was never sent, with
+// engine.ErrUnsent; its message stays as it is.
+func notSent(err error) error {
+	if err == nil || errors.Is(err, engine.ErrUnsent) {
+		return err
+	}
+	return unsentError{err}
+}
+
+type unsentError struct{ error }
+
+func (e unsentError) Unwrap() []error { return []error{e.error, engine.ErrUnsent} }
+
+// unsent reports whether err, go-redis's error for a command, says that
+// the command was not sent: no connection could be made (a dial error:
+// connection refused, no route, a dial timeout), none was free in time (a
+// pool timeout), or the client was closed.
+//
+// go-redis reports the error of a command's last attempt, and retries
+// (MaxRetries) a command whose connection broke after it was written. So
+// a command written on a connection that then broke, and whose every
+// retry failed to connect, is reported unsent although its first attempt
+// may have been applied: by a server that ran it and went down before it
+// replied, and still had it when it came back. What that attempt took then
+// expires with its lease; MaxRetries -1 rules it out.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
 
 // List returns the names of the locks that exist now and match the glob

@@ -17,6 +17,9 @@ var MinVersion = [2]int{6, 2}
 
 // checkServer refuses servers older than MinVersion, once per Backend. A
 // user whose ACL forbids INFO is trusted to run a recent server.
+//
+// Its errors wrap engine.ErrUnsent: the request it was to precede is not
+// sent.
 func (b *Backend) checkServer(ctx context.Context) error {
 	if b.checked.Load() {
 		return nil
@@ -32,7 +35,7 @@ func (b *Backend) checkServer(ctx context.Context) error {
 			b.checked.Store(true)
 			return nil
 		}
-		return backendErr(ctx, err)
+		return notSent(backendErr(ctx, err))
 	}
 	v := serverVersion(info)
 	if v == "" {
@@ -40,7 +43,7 @@ func (b *Backend) checkServer(ctx context.Context) error {
 		return nil
 	}
 	if !atLeast(v, MinVersion) {
-		return fmt.Errorf("%w: Redis %s is older than %d.%d", engine.ErrUnsupported, v, MinVersion[0], MinVersion[1])
+		return notSent(fmt.Errorf("%w: Redis %s is older than %d.%d", engine.ErrUnsupported, v, MinVersion[0], MinVersion[1]))
 	}
 	b.checked.Store(true)
 	return nil

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,7 +38,7 @@ func fanOut[T any](b *Backend, ctx context.Context, timeout time.Duration,
 		go func() {
 			defer b.bg.Done()
 			v, err := op(rctx, nd)
-			replies <- reply[T]{node: i, val: v, err: err}
+			replies <- reply[T]{node: i, val: v, err: asSent(err)}
 		}()
 	}
 	timer := time.NewTimer(timeout)
@@ -83,3 +84,23 @@ func fanOut[T any](b *Backend, ctx context.Context, timeout time.Duration,
 		}
 	}()
 }
+
+// asSent hides engine.ErrUnsent in a node's err: one master's request that
+// was not sent says nothing of the others', so no error of the quorum's
+// claims that its request was not sent.
+func asSent(err error) error {
+	if err == nil || !errors.Is(err, engine.ErrUnsent) {
+		return err
+	}
+	return sentError{err}
+}
+
+// A sentError is err, matching every error that err matches but
+// engine.ErrUnsent.
+type sentError struct{ err error }
+
+func (e sentError) Error() string { return e.err.Error() }
+func (e sentError) Is(target error) bool {
+	return target != engine.ErrUnsent && errors.Is(e.err, target)
+}
+func (e sentError) As(target any) bool { return errors.As(e.err, target) }

@@ -1,0 +1,288 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// These tests check the rule that a call that gives up leaves nothing of
+// itself behind: when an acquisition returns an error, its place in a
+// queue is gone, and a lock granted to it meanwhile has gone to the next
+// in line (item 3 of the second hardening round); Close does the same for
+// the acquisitions it ends (item 2).
+
+// A queuedKind is one way to wait in a lock's queue: hold takes the lock
+// so that wait must queue, and script is the acquisition's script.
+type queuedKind struct {
+	name   string
+	script string
+	hold   func(ctx context.Context, c *distlock.Client, name string) (*distlock.Lease, error)
+	wait   func(ctx context.Context, c *distlock.Client, name string) (*distlock.Lease, error)
+}
+
+var queuedKinds = []queuedKind{
+	{"fair", "fair_acquire",
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.FairMutex(n).Lock(ctx)
+		},
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.FairMutex(n).Lock(ctx)
+		}},
+	{"election", "fair_acquire",
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.Election(n).Campaign(ctx, "leader")
+		},
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.Election(n).Campaign(ctx, "candidate")
+		}},
+	{"write", "rw_acquire",
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.RWMutex(n).Lock(ctx)
+		},
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.RWMutex(n).Lock(ctx)
+		}},
+	{"read", "rw_acquire",
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.RWMutex(n).Lock(ctx)
+		},
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.RWMutex(n).RLock(ctx)
+		}},
+	{"semaphore", "sem_acquire",
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.Semaphore(n, 1).Acquire(ctx, 1)
+		},
+		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.Semaphore(n, 1).Acquire(ctx, 1)
+		}},
+}
+
+// waitEvents is an option that reports each EventWaiting on the channel
+// it returns.
+func waitEvents() (distlock.Option, <-chan struct{}) {
+	ch := make(chan struct{}, 100)
+	return distlock.WithEventHandler(func(e distlock.Event) {
+		if e.Kind == distlock.EventWaiting {
+			ch <- struct{}{}
+		}
+	}), ch
+}
+
+// queueLen is how many places the queue of the lock name has.
+func queueLen(t *testing.T, rdb *redis.Client, name string) int64 {
+	t.Helper()
+	n, err := rdb.ZCard(context.Background(), distlock.DefaultPrefix+"{"+name+"}:q").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// held reports whether anyone holds the lock name.
+func held(t *testing.T, rdb *redis.Client, name string) bool {
+	t.Helper()
+	n, err := rdb.Exists(context.Background(), distlock.DefaultPrefix+"{"+name+"}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// A waiter whose context ends returns once its place is gone: the next
+// release does not grant the lock to the caller that already left. The
+// waiter's clean-up is made slow (a slow network), so that a call that
+// returned before it would be caught.
+func TestCancelledWaitLeavesNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	holder, _ := newClient(t, srv)
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			name := "giveup-" + k.name
+			ctx := testCtx(t)
+			opt, waiting := waitEvents()
+			waiter, h := interceptedClient(t, srv, opt)
+			h.slow(name, "abandon", 1, 300*time.Millisecond)
+			l, err := k.hold(ctx, holder, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			out := make(chan error, 1)
+			go func() {
+				l, err := k.wait(wctx, waiter, name)
+				if err == nil {
+					l.Unlock(ctx)
+				}
+				out <- err
+			}()
+			<-waiting // queued: the place is in the store
+			cancel()
+			if err := <-out; !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled wait: %v, want ErrNotAcquired and context.Canceled", err)
+			}
+			if n := queueLen(t, rdb, name); n != 0 {
+				t.Fatalf("the cancelled call returned with %d places left in the queue", n)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if held(t, rdb, name) {
+				t.Fatal("after the holder's Unlock, the lock is held: granted to the caller that had left")
+			}
+		})
+	}
+}
+
+// Close racing a queued acquisition whose request is held up in the
+// network: Close returns nil only once the acquisition can take nothing,
+// so the request, landing after Close, leaves no place and takes no lock.
+func TestCloseRacingQueuedAcquisition(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	holder, _ := newClient(t, srv)
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			name := "close-race-" + k.name
+			ctx := testCtx(t)
+			waiter, h := interceptedClient(t, srv)
+			// The first acquisition is a try that never queues; the second
+			// makes the place.
+			late := h.holdBack(name, k.script, 2)
+			cleaned := h.observe(name, "abandon,release", 1)
+			l, err := k.hold(ctx, holder, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := make(chan error, 1)
+			go func() {
+				l, err := k.wait(ctx, waiter, name)
+				if err == nil {
+					l.Unlock(ctx)
+				}
+				out <- err
+			}()
+			await(t, late.matched, "the held-up acquisition")
+			closed := make(chan error, 1)
+			go func() { closed <- waiter.Close() }()
+			await(t, cleaned.matched, "Close's clean-up of the place")
+			late.free() // the acquisition lands after the clean-up
+			if err := <-closed; err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if err := <-out; !errors.Is(err, distlock.ErrClosed) {
+				t.Fatalf("the wait ended by Close: %v, want ErrClosed", err)
+			}
+			if n := queueLen(t, rdb, name); n != 0 {
+				t.Fatalf("Close returned nil with %d places left in the queue", n)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if held(t, rdb, name) {
+				t.Fatal("after the holder's Unlock, the lock is held: granted to the closed client")
+			}
+		})
+	}
+}
+
+// Close after calls that failed because Redis refused the connection:
+// nothing was sent, so nothing can be held, and Close returns nil at once
+// instead of waiting for clean-ups that cannot reach Redis (item 9).
+func TestCloseAfterRedisUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	c := distlock.New(rdb, distlock.WithLogger(nil))
+	ctx := testCtx(t)
+	if _, err := c.Mutex("x").Lock(ctx); !errors.Is(err, distlock.ErrBackend) {
+		t.Fatalf("Lock with Redis down: %v, want ErrBackend", err)
+	}
+	if _, err := c.FairMutex("y").TryLock(ctx); !errors.Is(err, distlock.ErrBackend) {
+		t.Fatalf("TryLock of a fair mutex with Redis down: %v, want ErrBackend", err)
+	}
+	if _, err := c.Semaphore("z", 2).Acquire(ctx, 1); !errors.Is(err, distlock.ErrBackend) {
+		t.Fatalf("Acquire with Redis down: %v, want ErrBackend", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close after calls that never reached Redis: %v, want nil", err)
+	}
+}
+
+// The first lock of a Client returns only once the Client hears of
+// revocations: a Revoke right after it reaches the holder, even one with
+// a fixed lease, which no renewal would tell (item 5). The connection
+// that carries the notices is made slow to open, so that a Lock that
+// returned before it was set up would miss the revocation.
+func TestRevokeRightAfterFirstLock(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := testCtx(t)
+	for _, fixed := range []bool{false, true} {
+		name := "revoke-first-" + map[bool]string{false: "renewed", true: "fixed"}[fixed]
+		rdb := srv.Client(t)
+		slow := &slowDials{after: 1, delay: 300 * time.Millisecond}
+		rdb.AddHook(slow)
+		c := distlock.New(rdb, distlock.WithLogger(nil))
+		opts := []distlock.MutexOption{distlock.WithTTL(time.Minute)}
+		if fixed {
+			opts = []distlock.MutexOption{distlock.WithFixedLease(time.Minute)}
+		}
+		l, err := c.Mutex(name, opts...).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, _ := newClient(t, srv)
+		if _, err := other.Mutex(name).Revoke(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-l.Context().Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("fixed lease %v: the holder's context was live 10 s after a Revoke sent right after its first Lock", fixed)
+		}
+		if !errors.Is(context.Cause(l.Context()), distlock.ErrLockLost) {
+			t.Fatalf("cause %v, want ErrLockLost", context.Cause(l.Context()))
+		}
+		l.Unlock(ctx)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// slowDials is a go-redis hook that delays every connection it dials
+// after the first after ones.
+type slowDials struct {
+	after int32
+	delay time.Duration
+	n     atomic.Int32
+}
+
+func (s *slowDials) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if s.n.Add(1) > s.after {
+			time.Sleep(s.delay) // the fault: a connection slow to open
+		}
+		return next(ctx, network, addr)
+	}
+}
+
+func (s *slowDials) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (s *slowDials) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
