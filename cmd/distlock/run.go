@@ -389,8 +389,9 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 	if err != nil {
 		return err
 	}
-	if ctx := lease.Context(); ctx.Err() != nil { // lost already: a very short --ttl
-		return exitf(exitLockLost, "lost lock %q before the command started: %s", name, lossReason(context.Cause(ctx)))
+	if err := fitPlan(lease, o); err != nil {
+		_ = releaseWithin(lease, lostReleaseTimeout)
+		return err
 	}
 	permits := 0
 	if o.isSemaphore {
@@ -424,6 +425,29 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 		return nil
 	}
 	return silentExit(status)
+}
+
+// fitPlan makes the lease long enough for the kill plan of o before the
+// command starts (see grace.go): if the plan does not fit the lease, it
+// extends the lease to o.ttl, waiting for the extension until the lease
+// would end. It fails with status 70 if the lock is lost, and with status
+// 69 if the extension cannot be confirmed: the command would be stopped
+// as soon as it started.
+func fitPlan(lease *distlock.Lease, o *runOptions) error {
+	ctx := lease.Context()
+	if ctx.Err() == nil && !planFits(lease.ValidUntil(), time.Now(), o.ttl, o.grace) {
+		ectx, cancel := context.WithDeadline(context.Background(), lease.ValidUntil())
+		err := lease.Extend(ectx, o.ttl)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return exitf(exitUnavailable, "could not extend the lease of lock %q to --ttl %v before starting the command, which its %v left would not let run: %v",
+				lease.Name(), o.ttl, time.Until(lease.ValidUntil()).Round(time.Millisecond), rootCause(err))
+		}
+	}
+	if ctx.Err() != nil { // lost already: a very short --ttl, or while extending
+		return exitf(exitLockLost, "lost lock %q before the command started: %s", lease.Name(), lossReason(context.Cause(ctx)))
+	}
+	return nil
 }
 
 // A holdEnv is what the command learns of its hold, beyond the lock's
