@@ -161,7 +161,8 @@ func (d *demo) runWorkers(ctx context.Context, rf *redisFlags, shop *shop, run, 
 			args = append(args, "--unsafe")
 		}
 		cmd := exec.Command(exe, args...)
-		cmd.Env = append(os.Environ(), "REDIS_URL="+rf.resolvedURL())
+		url, _ := rf.resolvedURL()
+		cmd.Env = append(os.Environ(), "REDIS_URL="+url)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		cmd.SysProcAttr = workerProcAttr()
 		if err := cmd.Start(); err != nil {

@@ -257,6 +257,10 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 				return usageErrorf("--once-per cannot go with --wait: it never waits (it tries once, and remembers the run for the period)")
 			case o.isOncePer && (o.fair || o.shared || o.exclusive || o.isSemaphore):
 				return usageErrorf("--once-per cannot go with --fair, --shared, --exclusive or --semaphore: it takes NAME as a plain lock")
+			case len(rf.masters) > 0 && (o.queued() || o.isOncePer):
+				flag, what := o.unsupportedOnRedlock()
+				return usageErrorf("%s cannot go with --redlock: %s cannot be kept by a quorum of independent Redis masters, only a plain lock can; "+
+					"give one Redis with --redis, or drop %s", flag, what, flag)
 			case o.queueTimeout < minQueueTimeout || o.queueTimeout > maxQueueTimeout:
 				return usageErrorf("invalid value for --queue-timeout: %v is not between %v and %v", o.queueTimeout, minQueueTimeout, maxQueueTimeout)
 			case !o.queued() && isSet(fs, "queue-timeout"):
@@ -310,6 +314,23 @@ type runOptions struct {
 // queued reports whether the lock that o asks for has a queue: a fair
 // mutex, a read-write lock or a semaphore.
 func (o *runOptions) queued() bool { return o.fair || o.shared || o.exclusive || o.isSemaphore }
+
+// unsupportedOnRedlock names the flag of o that asks for what Redlock
+// cannot keep (the library refuses it with ErrUnsupported), and what it
+// would keep: o is queued or once per period.
+func (o *runOptions) unsupportedOnRedlock() (flag, what string) {
+	switch {
+	case o.fair:
+		return "--fair", "a fair lock's queue"
+	case o.shared:
+		return "--shared", "a read-write lock"
+	case o.exclusive:
+		return "--exclusive", "a read-write lock"
+	case o.isSemaphore:
+		return "--semaphore", "a semaphore"
+	}
+	return "--once-per", "the record of a period's run"
+}
 
 // locker returns the lock called name on s that o asks for: permits of a
 // semaphore with --semaphore, a side of a read-write lock with --shared
