@@ -4,10 +4,12 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,6 +159,43 @@ func TestHelp(t *testing.T) {
 	r.wantCode(t, 0)
 	if r.stdout != "distlock "+testVersion+"\n" {
 		t.Errorf("distlock --version printed %q", r.stdout)
+	}
+}
+
+// TestHelpFlagsFirst checks that the help of every command starts with
+// its usage, its summary and its flags, and names every flag it has; and
+// that the help of run is short, and does not say that --wait 0 runs a
+// cron job on one machine only (it only keeps runs from overlapping:
+// --once-per does that).
+func TestHelpFlagsFirst(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands {
+		if c.hidden {
+			continue
+		}
+		r := run(t, c.name, "--help")
+		r.wantCode(t, 0)
+		lines := strings.Split(r.stdout, "\n")
+		if i := slices.Index(lines, "Flags:"); i < 0 || i > 4 {
+			t.Errorf("distlock %s --help: Flags: on line %d, want line 5 at the latest:\n%s", c.name, i+1, r.stdout)
+		}
+		c.flags().VisitAll(func(f *flag.Flag) {
+			if !strings.Contains(r.stdout, "\n  --"+f.Name+"\n") && !strings.Contains(r.stdout, "\n  --"+f.Name+" ") {
+				t.Errorf("distlock %s --help does not list --%s", c.name, f.Name)
+			}
+		})
+	}
+	r := run(t, "run", "--help")
+	if n := strings.Count(r.stdout, "\n"); n > 120 {
+		t.Errorf("distlock run --help has %d lines, want at most 120: the details are in docs/cli.md", n)
+	}
+	for _, claim := range []string{"one machine only", "on only one of them", "one node runs"} {
+		if strings.Contains(r.stdout, claim) {
+			t.Errorf("distlock run --help says %q", claim)
+		}
+	}
+	if !strings.Contains(r.stdout, "* * * * distlock run --once-per ") {
+		t.Errorf("distlock run --help has no cron example with --once-per:\n%s", r.stdout)
 	}
 }
 

@@ -50,7 +50,7 @@ under the lock (anything else is a bug, status 1), any oversell without.
 		var d demo
 		fs.IntVar(&d.workers, "workers", 8, "start `NUMBER` worker processes")
 		fs.IntVar(&d.stock, "stock", 100, "sell a stock of `NUMBER` items")
-		fs.DurationVar(&d.pause, "pause", 2*time.Millisecond, "pause for `DURATION` between reading the stock and writing it")
+		fs.DurationVar(&d.pause, "pause", 2*time.Millisecond, "pause `DURATION` between reading the stock and writing it")
 		fs.BoolVar(&d.unsafe, "unsafe", false, "sell without the lock, to see the oversell")
 		return func(line commandLine) error {
 			switch {

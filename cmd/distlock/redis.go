@@ -35,10 +35,10 @@ type redisFlags struct {
 func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 	rf := new(redisFlags)
 	fs.StringVar(&rf.url, "redis", "",
-		"Redis server `URL`: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss://\n"+
-			"for TLS (default $REDIS_URL, else "+defaultRedisURL+"); Sentinel:\n"+
-			"redis://SENTINEL:PORT?master_name=NAME[&addr=SENTINEL2:PORT...];\n"+
-			"Cluster: redis://NODE:PORT?addr=NODE2:PORT[&addr=...] or ...?cluster=true")
+		"Redis server `URL`: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or\n"+
+			"rediss:// for TLS (default $REDIS_URL, else "+defaultRedisURL+");\n"+
+			"Sentinel: redis://SENTINEL:PORT?master_name=NAME[&addr=HOST:PORT...];\n"+
+			"Cluster: redis://NODE:PORT?addr=HOST:PORT[&addr=...] or ...?cluster=true")
 	fs.Func("redlock", "`URL` of one of the independent Redis masters of a Redlock quorum\n"+
 		"(NewRedlock): give it once per master, an odd number, at least 3;\n"+
 		"not with --redis", func(u string) error {
