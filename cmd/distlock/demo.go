@@ -31,10 +31,10 @@ both sell, and more is sold than there was (how much more depends on the
 timing: it is likely, not certain).
 
 Under the lock each sale writes with the lock's fencing token, and the
-shop refuses a token lower than one it has seen. Demo then shows why: a
-client whose lease ran out while it stalled (as in a long GC pause) comes
-back after another took the lock and wrote, and its stale write is
-refused.
+shop refuses a token lower than the highest it has seen. Demo then shows
+why: a client whose lease ran out while it stalled (as in a long GC
+pause) comes back after another took the lock and wrote, and its stale
+write is refused.
 
 Without --redis or $REDIS_URL, demo starts a throwaway redis-server on a
 free port (redis-server must be installed) and stops it at the end. With
