@@ -446,7 +446,11 @@ func ExampleDo() {
 	ctx := context.Background()
 
 	decrement := func(ctx context.Context, token uint64) error {
-		// UPDATE stock SET n = n - 1, fence = $token WHERE sku = ... AND fence < $token
+		// Fenced by the token: the row refuses a token lower than the highest
+		// it has seen (a former holder's), and takes an equal one (this
+		// holder may write several times with its token; a later holder
+		// always has a higher one):
+		// UPDATE stock SET n = n - 1, fence = $token WHERE sku = $sku AND fence <= $token
 		return nil
 	}
 	fmt.Println(distlock.Do(ctx, locks.Mutex("sku:1234"), decrement))

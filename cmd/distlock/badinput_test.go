@@ -4,10 +4,12 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,6 +162,43 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestHelpFlagsFirst checks that the help of every command starts with
+// its usage, its summary and its flags, and names every flag it has; and
+// that the help of run is short, and does not say that --wait 0 runs a
+// cron job on one machine only (it only keeps runs from overlapping:
+// --once-per does that).
+func TestHelpFlagsFirst(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands {
+		if c.hidden {
+			continue
+		}
+		r := run(t, c.name, "--help")
+		r.wantCode(t, 0)
+		lines := strings.Split(r.stdout, "\n")
+		if i := slices.Index(lines, "Flags:"); i < 0 || i > 4 {
+			t.Errorf("distlock %s --help: Flags: on line %d, want line 5 at the latest:\n%s", c.name, i+1, r.stdout)
+		}
+		c.flags().VisitAll(func(f *flag.Flag) {
+			if !strings.Contains(r.stdout, "\n  --"+f.Name+"\n") && !strings.Contains(r.stdout, "\n  --"+f.Name+" ") {
+				t.Errorf("distlock %s --help does not list --%s", c.name, f.Name)
+			}
+		})
+	}
+	r := run(t, "run", "--help")
+	if n := strings.Count(r.stdout, "\n"); n > 120 {
+		t.Errorf("distlock run --help has %d lines, want at most 120: the details are in docs/cli.md", n)
+	}
+	for _, claim := range []string{"one machine only", "on only one of them", "one node runs"} {
+		if strings.Contains(r.stdout, claim) {
+			t.Errorf("distlock run --help says %q", claim)
+		}
+	}
+	if !strings.Contains(r.stdout, "* * * * distlock run --once-per ") {
+		t.Errorf("distlock run --help has no cron example with --once-per:\n%s", r.stdout)
+	}
+}
+
 // The library's errors are reported after the command's prefix without
 // their own "distlock: ", an invalid name as checkName says it, and a bad
 // --prefix as a prefix.
@@ -221,5 +260,98 @@ func TestFlagErrorWording(t *testing.T) {
 		if !strings.Contains(r.stderr, tt.want) || strings.Contains(r.stderr, "flag provided") {
 			t.Errorf("%q: stderr %q, want %q", tt.args, r.stderr, tt.want)
 		}
+	}
+}
+
+// TestBadRedisURL checks that a malformed Redis URL, or one whose host or
+// addr parameters are not addresses, is a usage error (64) that names
+// where the URL came from, before anything is dialled, and never shows
+// the password; and that well-formed ones are dialled (69: nothing
+// listens there).
+func TestBadRedisURL(t *testing.T) {
+	t.Parallel()
+	closed := closedAddr(t)
+	_, port, _ := net.SplitHostPort(closed)
+	redlock := func(second string) []string {
+		return []string{"--redlock", "redis://" + closed, "--redlock", second, "--redlock", "redis://" + closed}
+	}
+	for _, tt := range []struct {
+		name string
+		env  string   // $REDIS_URL
+		args []string // the flags of status
+		code int
+		want string
+	}{
+		{"three colons", "", []string{"--redis", "redis://:::"}, exitUsage, `invalid Redis URL in --redis: address ":::": an IPv6 address goes in brackets`},
+		{"IPv6 without brackets", "", []string{"--redis", "redis://::1:" + port}, exitUsage, `in --redis: address "::1:` + port + `": an IPv6 address goes in brackets`},
+		{"no host", "", []string{"--redis", "redis://"}, exitUsage, `in --redis: address "": missing host`},
+		{"port without host", "", []string{"--redis", "redis://:sekret@:" + port}, exitUsage, `in --redis: address ":` + port + `": missing host`},
+		{"empty port", "", []string{"--redis", "redis://127.0.0.1:"}, exitUsage, "the port must be a number from 1 to 65535"},
+		{"port zero", "", []string{"--redis", "redis://127.0.0.1:0"}, exitUsage, "the port must be a number from 1 to 65535"},
+		{"port too high", "", []string{"--redis", "redis://127.0.0.1:65536"}, exitUsage, "the port must be a number from 1 to 65535"},
+		{"not IPv6 in brackets", "", []string{"--redis", "redis://[::g]:" + port}, exitUsage, "invalid Redis URL in --redis"},
+		{"bad port", "", []string{"--redis", "redis://127.0.0.1:x"}, exitUsage, "invalid Redis URL in --redis"},
+		{"from $REDIS_URL", "redis://:sekret@:::", nil, exitUsage, `invalid Redis URL in $REDIS_URL: address ":::"`},
+		{"Sentinel addr", "", []string{"--redis", "redis://" + closed + "?master_name=m&addr=:::"}, exitUsage, `in --redis: address ":::"`},
+		{"Cluster addr", "", []string{"--redis", "redis://" + closed + "?addr=a%20b:1"}, exitUsage, `address "a b:1": the host must be a name or an IP address`},
+		{"Cluster addr without port", "", []string{"--redis", "redis://" + closed + "?cluster=true&addr=x:"}, exitUsage, `address "x:": the port must be`},
+		{"second Redlock master", "", redlock("redis://:::"), exitUsage, `invalid Redis URL in the 2nd --redlock: address ":::"`},
+		{"IPv4", "", []string{"--redis", "redis://" + closed}, exitUnavailable, "cannot reach Redis at " + closed},
+		{"IPv6 in brackets", "", []string{"--redis", "redis://[::1]:" + port}, exitUnavailable, "cannot reach Redis at [::1]:" + port},
+		{"host name", "", []string{"--redis", "redis://localhost:" + port + "/0"}, exitUnavailable, "cannot reach Redis at localhost:" + port},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var env []string
+			if tt.env != "" {
+				env = []string{"REDIS_URL=" + tt.env}
+			}
+			r := distlockEnv(t, env, append(append([]string{"status"}, tt.args...), "x")...)
+			r.wantCode(t, tt.code)
+			wantOneLine(t, r.stderr)
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr %q does not say %q", r.stderr, tt.want)
+			}
+			if strings.Contains(r.stderr, "sekret") {
+				t.Errorf("stderr shows the password: %q", r.stderr)
+			}
+		})
+	}
+}
+
+// TestRedlockUnsupported checks that the kinds Redlock cannot keep (a
+// fair lock, a read-write lock, a semaphore, a period's record) are usage
+// errors with --redlock, found before any master is dialled (none
+// listens: reaching for them would be status 69).
+func TestRedlockUnsupported(t *testing.T) {
+	t.Parallel()
+	var masters []string
+	for range 3 {
+		masters = append(masters, "--redlock", "redis://"+closedAddr(t))
+	}
+	for _, tt := range []struct {
+		args []string // after the masters
+		want string
+	}{
+		{[]string{"run", "--fair", "x", "--", "true"}, "--fair cannot go with --redlock: a fair lock's queue cannot be kept"},
+		{[]string{"run", "--shared", "x", "--", "true"}, "--shared cannot go with --redlock: a read-write lock cannot be kept"},
+		{[]string{"run", "--exclusive", "--wait", "0", "x", "--", "true"}, "--exclusive cannot go with --redlock"},
+		{[]string{"run", "--semaphore", "2", "x", "--", "true"}, "--semaphore cannot go with --redlock: a semaphore cannot be kept"},
+		{[]string{"run", "--semaphore", "2", "--permits", "2", "--queue-timeout", "10s", "x", "--", "true"}, "--semaphore cannot go with --redlock"},
+		{[]string{"run", "--once-per", "1h", "x", "--", "true"}, "--once-per cannot go with --redlock: the record of a period's run cannot be kept"},
+		{[]string{"permits", "x", "3"}, "permits cannot go with --redlock"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			for _, args := range [][]string{
+				append(append([]string{}, masters...), tt.args...),               // before the command
+				append(append([]string{tt.args[0]}, masters...), tt.args[1:]...), // among its flags
+			} {
+				r := run(t, args...)
+				r.wantCode(t, exitUsage)
+				wantOneLine(t, r.stderr)
+				if !strings.Contains(r.stderr, tt.want) {
+					t.Errorf("%q: stderr %q does not say %q", args, r.stderr, tt.want)
+				}
+			}
+		})
 	}
 }

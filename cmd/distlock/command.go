@@ -112,10 +112,12 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// printUsage prints the help of c, with the flags defined in fs.
+// printUsage prints the help of c, with the flags defined in fs: the
+// usage line and the summary, then the flags and the examples, then the
+// description.
 func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: distlock %s %s\n\n", c.name, c.synopsis)
-	fmt.Fprint(w, strings.TrimLeft(c.doc, "\n"))
+	fmt.Fprintf(w, "%s%s.\n", strings.ToUpper(c.summary[:1]), c.summary[1:])
 	fmt.Fprintln(w, "\nFlags:")
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
@@ -135,6 +137,8 @@ func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 		fmt.Fprintln(w, "\nExamples:")
 		fmt.Fprint(w, strings.TrimLeft(c.examples, "\n"))
 	}
+	fmt.Fprintln(w)
+	fmt.Fprint(w, strings.TrimLeft(c.doc, "\n"))
 }
 
 // isZeroDefault reports whether the default of f goes without saying.
@@ -174,7 +178,7 @@ flags.
 Exit statuses:
 %s
 Examples:
-  distlock run --wait 0 nightly-report -- /usr/local/bin/report
+  distlock run --once-per 24h nightly-report -- /usr/local/bin/report
   distlock run --semaphore 4 partner-api -- ./sync-orders.sh
   distlock status nightly-report
   distlock list 'nightly-*'

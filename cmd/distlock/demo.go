@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 var demoCommand = &command{
@@ -29,14 +31,17 @@ both sell, and more is sold than there was (how much more depends on the
 timing: it is likely, not certain).
 
 Under the lock each sale writes with the lock's fencing token, and the
-shop refuses a token lower than one it has seen. Demo then shows why: a
-client whose lease ran out while it stalled (as in a long GC pause) comes
-back after another took the lock and wrote, and its stale write is
-refused.
+shop refuses a token lower than the highest it has seen. Demo then shows
+why: a client whose lease ran out while it stalled (as in a long GC
+pause) comes back after another took the lock and wrote, and its stale
+write is refused.
 
 Without --redis or $REDIS_URL, demo starts a throwaway redis-server on a
 free port (redis-server must be installed) and stops it at the end. With
-one, it uses keys under "distlock-demo:" and deletes them at the end.
+one, it uses the keys of its shop, "distlock-demo:{RUN}:...", and those of
+its lock "demo-RUN" (RUN is random): PREFIX{demo-RUN} and the keys that
+start with it, its fencing counter and abandonment marks included. It
+deletes them all at the end.
 
 Demo exits with status 0 when it has shown what it shows: zero oversell
 under the lock (anything else is a bug, status 1), any oversell without.
@@ -50,7 +55,7 @@ under the lock (anything else is a bug, status 1), any oversell without.
 		var d demo
 		fs.IntVar(&d.workers, "workers", 8, "start `NUMBER` worker processes")
 		fs.IntVar(&d.stock, "stock", 100, "sell a stock of `NUMBER` items")
-		fs.DurationVar(&d.pause, "pause", 2*time.Millisecond, "pause for `DURATION` between reading the stock and writing it")
+		fs.DurationVar(&d.pause, "pause", 2*time.Millisecond, "pause `DURATION` between reading the stock and writing it")
 		fs.BoolVar(&d.unsafe, "unsafe", false, "sell without the lock, to see the oversell")
 		return func(line commandLine) error {
 			switch {
@@ -106,7 +111,12 @@ func (d *demo) run(rf *redisFlags) (err error) {
 	if err := shop.open(ctx, d.stock); err != nil {
 		return s.failure(err)
 	}
-	defer shop.close(context.WithoutCancel(ctx))
+	defer func() {
+		ctx := context.WithoutCancel(ctx)
+		if cerr := errors.Join(shop.close(ctx), deleteLockKeys(ctx, s, lock)); cerr != nil && err == nil {
+			err = exitf(exitFailure, "could not delete the demo's keys: %v", rootCause(cerr))
+		}
+	}()
 
 	mode := fmt.Sprintf("under the lock %q, writes fenced by its token", lock)
 	if d.unsafe {
@@ -161,7 +171,8 @@ func (d *demo) runWorkers(ctx context.Context, rf *redisFlags, shop *shop, run, 
 			args = append(args, "--unsafe")
 		}
 		cmd := exec.Command(exe, args...)
-		cmd.Env = append(os.Environ(), "REDIS_URL="+rf.resolvedURL())
+		url, _ := rf.resolvedURL()
+		cmd.Env = append(os.Environ(), "REDIS_URL="+url)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		cmd.SysProcAttr = workerProcAttr()
 		if err := cmd.Start(); err != nil {
@@ -206,6 +217,46 @@ func waitWorker(ctx context.Context, cmd *exec.Cmd) error {
 		}
 	}()
 	return cmd.Wait()
+}
+
+// deleteLockKeys deletes every key of the lock name of the session s: the
+// lock's own, PREFIX{name}, and those that start with it (its fencing
+// counter, its queue and holders, the abandonment marks of its owners,
+// one per owner). The demo's lock has a name of its own, which nobody
+// takes again, so its fencing counter may go. The keys share the lock's
+// hash slot: on a Cluster, they are all on the master of that slot.
+func deleteLockKeys(ctx context.Context, s *session, name string) error {
+	lock := s.prefix + "{" + name + "}"
+	node := s.rdb
+	if cluster, ok := s.rdb.(*redis.ClusterClient); ok {
+		master, err := cluster.MasterForKey(ctx, lock)
+		if err != nil {
+			return err
+		}
+		node = master
+	}
+	var keys []string
+	iter := node.Scan(ctx, 0, globEscape(lock)+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil || len(keys) == 0 {
+		return err
+	}
+	return node.Del(ctx, keys...).Err()
+}
+
+// globEscape escapes the characters of s that a Redis glob pattern (SCAN
+// MATCH, KEYS) reads as special: * ? [ ] and \.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func randomID() string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -25,6 +26,33 @@ func TestDemo(t *testing.T) {
 	}
 	if r.stderr != "" {
 		t.Errorf("demo stderr:\n%s", r.stderr)
+	}
+}
+
+// TestDemoDeletesItsKeys runs the demo under the lock on a Redis given
+// with --redis, with the default key prefix and with one that a glob
+// pattern would misread: afterwards no key is left, neither the shop's
+// nor any of its lock's (the lock, its fencing counter, abandonment
+// marks).
+func TestDemoDeletesItsKeys(t *testing.T) {
+	t.Parallel()
+	for _, prefix := range []string{distlock.DefaultPrefix, `demo*?[x\]:`} {
+		t.Run(prefix, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			r := run(t, "demo", "--redis", srv.URL(), "--prefix", prefix, "--workers", "4", "--stock", "40")
+			r.wantCode(t, 0)
+			if !strings.Contains(r.stdout, "distlock: sold 40 of 40, oversold 0\n") || !strings.Contains(r.stdout, "REFUSED") {
+				t.Errorf("the demo did not run under the lock to its end:\n%s", r.stdout)
+			}
+			keys, err := srv.Client(t).Keys(context.Background(), "*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) != 0 {
+				t.Errorf("the demo left keys behind: %q", keys)
+			}
+		})
 	}
 }
 

@@ -16,10 +16,9 @@ import (
 )
 
 // The tests of run --fair; those of status, list and unlock on a fair
-// lock are in status_test.go. The distlock processes that queue are given
-// a long --queue-timeout, so that a process slowed down by a loaded
-// machine does not lose its place, which would change the order under
-// test.
+// lock are in status_test.go. The distlock processes that queue run with
+// the default --queue-timeout, --ttl and --kill-grace, as users run them
+// (see also TestRunQueuedDefaults).
 
 // holdFair acquires the lock name as a fair mutex for the test, and
 // releases it when the test ends.
@@ -125,7 +124,7 @@ func TestRunFairFIFO(t *testing.T) {
 	procs := make([]*proc, n)
 	for i := range procs {
 		procs[i] = start(t, []string{"LOG=" + logFile, "ID=" + itoa(i+1)},
-			"run", "--redis", srv.URL(), "--fair", "--queue-timeout", "1m", "fifo", "--",
+			"run", "--redis", srv.URL(), "--fair", "fifo", "--",
 			"sh", "-c", `echo "$ID $DISTLOCK_TOKEN" >>"$LOG"`)
 		awaitQueued(t, c, "fifo", i+1)
 	}
@@ -219,7 +218,7 @@ func TestRunFairProgress(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	lease := holdFair(t, c, "slow")
-	p := start(t, nil, "run", "--redis", srv.URL(), "--fair", "--queue-timeout", "1m", "slow", "--", "true")
+	p := start(t, nil, "run", "--redis", srv.URL(), "--fair", "slow", "--", "true")
 	awaitQueued(t, c, "slow", 1)
 	awaitOutput(t, p.stderr, "waiting for slow")
 	line := p.errOut()

@@ -37,7 +37,7 @@ func forceUnlockHandsOver(t *testing.T, srv *redistest.Server, tc forceUnlockCas
 	dir := t.TempDir()
 	out, goFile := filepath.Join(dir, "out"), filepath.Join(dir, "go")
 	args := append([]string{"run", "--redis", srv.URL()}, tc.waiterFlags...)
-	args = append(args, "--queue-timeout", "1m", tc.name, "--", "sh", "-c", holdUntilGo)
+	args = append(args, tc.name, "--", "sh", "-c", holdUntilGo)
 	waiter := start(t, []string{"OUT=" + out, "GO=" + goFile}, args...)
 	tc.awaitQueued()
 

@@ -16,14 +16,15 @@
 // lock's lease, and releases the lock when COMMAND exits. COMMAND finds the
 // lock's name and its fencing token in the environment variables
 // DISTLOCK_NAME and DISTLOCK_TOKEN. If the lock is lost while COMMAND runs,
-// COMMAND is stopped. Run with --wait 0 makes cron jobs scheduled on several
-// machines run on only one of them: the others exit with status 75. Run
-// with --fair serves the waiters of a lock, on every machine, in the order
-// they arrived; with --shared and --exclusive it takes a side of a
-// read-write lock; with --semaphore N, at most N commands run at once, on
-// every machine together; with --once-per PERIOD, the command runs at
-// most once per period on all machines together, whichever runs first.
-// The permits command sets a semaphore's number of permits.
+// COMMAND is stopped. Run with --wait 0 skips COMMAND (status 75) while
+// the lock is held, so that two runs never overlap; with --once-per
+// PERIOD, COMMAND runs at most once per period on all machines together,
+// whichever runs first: that is what makes a cron job scheduled on many
+// machines run once. Run with --fair serves the waiters of a lock, on
+// every machine, in the order they arrived; with --shared and --exclusive
+// it takes a side of a read-write lock; with --semaphore N, at most N
+// commands run at once, on every machine together. The permits command
+// sets a semaphore's number of permits.
 //
 // Every command reads the Redis URL from --redis, else from $REDIS_URL, else
 // uses redis://127.0.0.1:6379. See "distlock help COMMAND" for the flags of

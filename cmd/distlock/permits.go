@@ -40,6 +40,9 @@ lock), permits changes nothing and exits with status 78.
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
 		rf := addRedisFlags(fs)
 		return func(line commandLine) error {
+			if len(rf.masters) > 0 {
+				return usageErrorf("permits cannot go with --redlock: a semaphore cannot be kept by a quorum of independent Redis masters; give its Redis with --redis")
+			}
 			if len(line.args) != 2 {
 				return usageErrorf("want a semaphore NAME and a number of permits N (see distlock permits --help)")
 			}

@@ -82,20 +82,27 @@ func awaitChild() error {
 	}
 }
 
-// signalAll sends sig to the command's process group and to every living
-// descendant of distlock, which are the job's processes. j.mu is held, so
-// distlock's children are not reaped meanwhile; a deeper descendant is
-// reaped by its own parent, and could in theory be reaped and its id
-// reused between the read of /proc and the signal. Processes forked while
-// the signals are sent are found by the next rounds.
+// signalAll sends sig once to every process of the job: to each living
+// descendant of distlock, found in /proc, in rounds until a round finds
+// none that was not signalled yet (a process forked meanwhile is found by
+// the next round). Once, because a program may read a second SIGTERM as
+// "quit now, skip the clean shutdown". j.mu is held, so distlock's
+// children are not reaped meanwhile; a deeper descendant is reaped by its
+// own parent, and could in theory be reaped and its id reused between the
+// read of /proc and the signal. If /proc cannot be read, sig goes to the
+// command's process group instead.
 func (j *job) signalAll(sig syscall.Signal) {
-	if j.ownGroup {
-		_ = syscall.Kill(-j.pid, sig)
-	}
 	sent := make(map[int]bool)
 	for range 8 {
+		pids, err := descendants(os.Getpid())
+		if err != nil {
+			if len(sent) == 0 && j.ownGroup {
+				_ = syscall.Kill(-j.pid, sig)
+			}
+			return
+		}
 		fresh := 0
-		for _, pid := range descendants(os.Getpid()) {
+		for _, pid := range pids {
 			if !sent[pid] {
 				sent[pid] = true
 				fresh++
@@ -110,14 +117,17 @@ func (j *job) signalAll(sig syscall.Signal) {
 
 // leftovers reports how many processes of the job still run (zombies
 // not counted).
-func (j *job) leftovers() int { return len(descendants(os.Getpid())) }
+func (j *job) leftovers() int {
+	pids, _ := descendants(os.Getpid())
+	return len(pids)
+}
 
 // descendants returns the living (not zombie) descendants of the process
 // root, read from /proc.
-func descendants(root int) []int {
+func descendants(root int) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	children := make(map[int][]int)
 	for _, e := range entries {
@@ -137,7 +147,7 @@ func descendants(root int) []int {
 		out = append(out, children[p]...)
 		queue = append(queue, children[p]...)
 	}
-	return out
+	return out, nil
 }
 
 // othersInGroup reports whether processes other than distlock are in

@@ -35,10 +35,10 @@ type redisFlags struct {
 func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 	rf := new(redisFlags)
 	fs.StringVar(&rf.url, "redis", "",
-		"Redis server `URL`: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss://\n"+
-			"for TLS (default $REDIS_URL, else "+defaultRedisURL+"); Sentinel:\n"+
-			"redis://SENTINEL:PORT?master_name=NAME[&addr=SENTINEL2:PORT...];\n"+
-			"Cluster: redis://NODE:PORT?addr=NODE2:PORT[&addr=...] or ...?cluster=true")
+		"Redis server `URL`: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or\n"+
+			"rediss:// for TLS (default $REDIS_URL, else "+defaultRedisURL+");\n"+
+			"Sentinel: redis://SENTINEL:PORT?master_name=NAME[&addr=HOST:PORT...];\n"+
+			"Cluster: redis://NODE:PORT?addr=HOST:PORT[&addr=...] or ...?cluster=true")
 	fs.Func("redlock", "`URL` of one of the independent Redis masters of a Redlock quorum\n"+
 		"(NewRedlock): give it once per master, an odd number, at least 3;\n"+
 		"not with --redis", func(u string) error {
@@ -50,16 +50,16 @@ func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 	return rf
 }
 
-// resolvedURL is the URL to use: --redis, else $REDIS_URL, else the
-// default.
-func (rf *redisFlags) resolvedURL() string {
+// resolvedURL is the URL to use, --redis, else $REDIS_URL, else the
+// default, and where it comes from, for messages.
+func (rf *redisFlags) resolvedURL() (url, from string) {
 	if rf.url != "" {
-		return rf.url
+		return rf.url, "--redis"
 	}
 	if u := os.Getenv("REDIS_URL"); u != "" {
-		return u
+		return u, "$REDIS_URL"
 	}
-	return defaultRedisURL
+	return defaultRedisURL, "the default URL"
 }
 
 func init() {
@@ -116,8 +116,12 @@ func newRedlockSession(rf *redisFlags, opts []distlock.Option) (*session, error)
 	s := &session{prefix: rf.prefix}
 	var rdbs []redis.UniversalClient
 	var addrs []string
-	for _, u := range rf.masters {
-		rdb, addr, tls, err := dialRedisURL(u)
+	for i, u := range rf.masters {
+		from := "--redlock"
+		if len(rf.masters) > 1 {
+			from = fmt.Sprintf("the %s --redlock", ordinal(i+1))
+		}
+		rdb, addr, tls, err := dialRedisURL(u, from)
 		if err != nil {
 			s.closeMasters()
 			return nil, err
@@ -143,58 +147,62 @@ func newRedlockSession(rf *redisFlags, opts []distlock.Option) (*session, error)
 //     the URL's host and its addr parameters (ParseClusterURL's form);
 //   - otherwise one server (ParseURL's form).
 //
-// Its errors never repeat the URL, which may hold a password.
-func dialRedisURL(s string) (redis.UniversalClient, string, *tlsTarget, error) {
+// A malformed URL, or one whose host or addr parameters are not
+// addresses HOST[:PORT] (see checkAddr), is a usage error that names
+// where the URL comes from, from: "--redis", "$REDIS_URL", ... Its errors
+// never repeat the URL, which may hold a password.
+func dialRedisURL(s, from string) (redis.UniversalClient, string, *tlsTarget, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return nil, "", nil, badURL(err)
+		return nil, "", nil, badURL(from, err)
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, "", nil, usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
+		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL", from)
 	}
 	q := u.Query()
+	for _, addr := range append([]string{u.Host}, q["addr"]...) {
+		if err := checkAddr(addr); err != nil {
+			return nil, "", nil, badURL(from, err)
+		}
+	}
 	switch {
 	case q.Has("master_name"):
 		opt, err := redis.ParseFailoverURL(s)
 		if err != nil {
-			return nil, "", nil, badURL(err)
+			return nil, "", nil, badURL(from, err)
 		}
 		where := fmt.Sprintf("master %q of the Sentinels at %s", opt.MasterName, strings.Join(opt.SentinelAddrs, ","))
 		return redis.NewFailoverClient(opt), where, newTLSTarget(opt.SentinelAddrs, opt.TLSConfig), nil
 	case q.Has("addr") || q.Has("cluster"):
 		if c := q.Get("cluster"); c != "" && c != "true" && c != "1" {
-			return nil, "", nil, usageErrorf("invalid Redis URL: cluster=%s (want cluster=true)", c)
+			return nil, "", nil, usageErrorf("invalid Redis URL in %s: cluster=%s (want cluster=true)", from, c)
 		}
 		q.Del("cluster")
 		u.RawQuery = q.Encode()
 		opt, err := redis.ParseClusterURL(u.String())
 		if err != nil {
-			return nil, "", nil, badURL(err)
+			return nil, "", nil, badURL(from, err)
 		}
 		return redis.NewClusterClient(opt), "the Cluster at " + strings.Join(opt.Addrs, ","), newTLSTarget(opt.Addrs, opt.TLSConfig), nil
 	}
 	opt, err := redis.ParseURL(s)
 	if err != nil {
-		return nil, "", nil, badURL(err)
+		return nil, "", nil, badURL(from, err)
 	}
 	if opt.Network != "tcp" {
-		return nil, "", nil, usageErrorf("invalid Redis URL: want a redis:// or rediss:// URL")
+		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL", from)
 	}
 	return redis.NewClient(opt), opt.Addr, newTLSTarget([]string{opt.Addr}, opt.TLSConfig), nil
 }
 
-// badURL is the usage error of a URL that go-redis refused, without the
-// URL itself.
-func badURL(err error) error {
+// badURL is the usage error of a URL from from that is malformed, or
+// that go-redis refused, without the URL itself.
+func badURL(from string, err error) error {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
 		err = uerr.Err
 	}
-	return usageErrorf("invalid Redis URL: %v (want redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://..., or the Sentinel and Cluster forms of distlock help)", err)
+	return usageErrorf("invalid Redis URL in %s: %v (want redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://..., or the Sentinel and Cluster forms of distlock help)", from, err)
 }
 
 // ready checks, in this order, that the options are valid (without I/O):

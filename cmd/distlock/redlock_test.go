@@ -57,11 +57,11 @@ func TestRedlockMasters(t *testing.T) {
 		t.Fatalf("holder: exit %d: %s", code, p.errOut())
 	}
 
-	// The kinds a quorum cannot serve are refused as unsupported.
+	// The kinds a quorum cannot serve are usage errors (TestRedlockUnsupported).
 	for _, flag := range [][]string{{"--fair"}, {"--shared"}, {"--semaphore", "2"}, {"--once-per", "1h"}} {
 		r := run(t, args(append(append([]string{"run"}, flag...), "other", "--", "true")...)...)
-		if r.code != exitUnavailable || !strings.Contains(r.stderr, "Redlock") {
-			t.Errorf("run %v over Redlock: exit %d, stderr %q; want %d, unsupported", flag, r.code, r.stderr, exitUnavailable)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "cannot go with --redlock") {
+			t.Errorf("run %v over Redlock: exit %d, stderr %q; want %d, cannot go with --redlock", flag, r.code, r.stderr, exitUsage)
 		}
 	}
 

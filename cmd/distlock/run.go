@@ -29,137 +29,48 @@ var runCommand = &command{
 	synopsis:     "[flags] NAME -- COMMAND [ARGS...]",
 	summary:      "run a command while holding a lock",
 	takesCommand: true,
-	doc: `Run acquires the lock NAME, runs COMMAND while it holds the lock, renewing
-the lock's lease, and releases the lock when COMMAND exits. It exits with
-COMMAND's exit status. Everything after the first "--" is the command.
+	doc: `Run takes the lock NAME, runs COMMAND while it holds it, renewing its
+lease, and releases it once COMMAND and every process that COMMAND
+started have exited. It exits with COMMAND's status. Everything after the
+first "--" is COMMAND; a NAME that starts with "-" goes after a first "--"
+too: distlock run -- -NAME -- COMMAND.
 
-By default run waits as long as it takes for the lock. With --wait 0 it
-tries once; with --wait DURATION it waits that long. If it does not get
-the lock, it does not run COMMAND, says who holds the lock on stderr
-(unless --quiet) and exits with status 75: cron jobs scheduled on several
-machines thus run on one of them and the others skip. While it waits,
-run shows who holds the lock: on one line kept up to date if stderr is a
-terminal, else in a plain line when the wait starts, when the holder
-changes and every minute.
+COMMAND gets DISTLOCK_NAME and DISTLOCK_TOKEN, the fencing token of this
+hold: pass it to what COMMAND changes, and have that refuse a token lower
+than the highest it has seen, and accept an equal one (this hold writes
+with one token; a later hold gets a higher one).
+With --shared or --exclusive it also gets DISTLOCK_MODE; with --semaphore,
+DISTLOCK_MODE and DISTLOCK_PERMITS; with --once-per, DISTLOCK_PERIOD.
 
-With --fair, the lock is a fair one: its waiters, on every machine, queue
-in Redis and are served in the order they arrived, where the waiters of a
-plain lock race for it when it is released. A waiter that crashed is
-skipped once its place has gone unrefreshed for --queue-timeout. --wait 0
-never queues: it fails (status 75) while anyone holds the lock or waits
-for it. While it waits, run also shows how many wait in the queue. Every
-user of a lock must agree on --fair: when run finds NAME in use as
-another kind (held, or with waiters queued), it does not wait, and exits
-with status 78.
+If the lock is lost, or its lease cannot be renewed in time, each process
+of COMMAND's tree gets one SIGTERM, and SIGKILL after --kill-grace, before
+the lease can run out on the server; run then exits with 70. Signals sent
+to distlock are passed on to COMMAND.
 
-With --shared or --exclusive, NAME is a read-write lock: any number of
---shared holders run at once, an --exclusive one runs alone. Use it when
-many may read something that some must change alone: backups that read a
-dataset at the same time, a migration that needs it to itself. Its
-waiters queue in Redis and are served in the order they arrived, as
-those of a fair lock are (--fair goes with neither flag), so writers do
-not starve: a --shared that arrives while an --exclusive waits runs
-after it. --wait 0 never queues: --shared fails (status 75) while the
-lock is held exclusively or anyone waits for it, --exclusive while anyone
-holds it or waits for it. --queue-timeout applies as with --fair. While
-it waits, run shows how the lock is held (by whom, or by how many
-readers) and how many readers and writers are queued. Every user of a
-read-write lock must use --shared or --exclusive: a plain or fair lock
-of the same name gets status 78.
+--wait 0 skips COMMAND (status 75) while another run holds the lock: two
+runs never overlap, but a job that cron starts on many machines may still
+run on several, one after another. --once-per PERIOD runs it once per
+period, on whichever machine comes first.
 
-With --semaphore N, NAME is a semaphore of N permits, and each run takes
-one of them (--permits K takes K): at most N commands run at once, on
-all machines together. Use it to bound the load on something shared: at
-most 4 jobs at once against a partner's rate-limited API, at most 2
-database dumps at once. Its waiters queue in Redis and are served in the
-order they arrived, as those of a fair lock are, and --queue-timeout
-applies; a request for many permits is not passed by later requests for
-few. --wait 0 never queues: it fails (status 75) unless K permits are
-free and nobody waits. While it waits, run shows how many permits are in
-use, of how many, and how many runs are queued for how many permits. The
-number of permits in force is the one Redis keeps, set by the first run
-of the semaphore (from its --semaphore) or by "distlock permits", and
-kept while the semaphore is used and for an hour after; a run whose N
-differs uses Redis's number and says so on stderr (unless --quiet). A
-run that asks for more permits than Redis's number exits with status 78,
-as does a run of another kind on a semaphore, or --semaphore on a name in
-use as another kind.
+Exit status: COMMAND's, or 0 if --once-per found the period's run done or
+running elsewhere; 64 bad flags; 65 bad NAME; 69 Redis unavailable; 70
+the lock was lost, COMMAND was stopped; 75 not acquired; 77 Redis refused
+the credentials; 78 NAME is in use as another kind of lock; 126, 127
+COMMAND cannot run, is not found; 128+N interrupted by signal N (see
+distlock --help).
 
-With --once-per PERIOD, run runs COMMAND at most once per PERIOD, on all
-machines together: for a cron line scheduled on many machines whose job
-may end in a second, where --wait 0 lets a machine whose cron fires a
-little later run it again. Periods are counted on the Redis server's
-clock, so the machines' clocks need not agree: period i is [i*PERIOD,
-(i+1)*PERIOD) since the Unix epoch (a 24h period starts at 00:00 UTC).
-The first run of a period takes NAME as a plain lock, runs COMMAND and
-records in Redis, for two periods, that it ran it, and how it ended; it
-exits with COMMAND's status. A run that finds the period's run done, or
-NAME held (COMMAND runs elsewhere), does not run COMMAND, says so on
-stderr (unless --quiet) and exits with status 0: the job is taken care
-of. A run that failed counts as done for its period: the others report
-its failure and do not run it again until the next period. If the
-machine that runs it dies, the first run after its lease (--ttl) has run
-out runs it. --once-per never waits: it goes with --ttl, --kill-grace,
---quiet and --verbose, not with --wait, --fair, --shared, --exclusive
-or --semaphore. A lock held past the end of its period (a run that
-takes longer than PERIOD) makes the runs that find it held skip the new
-period too. Schedule the cron line inside the period, not on its
-boundary: with */5 and --once-per 5m, a machine whose clock is a little
-ahead may fire in the period before, and both periods run.
-
-COMMAND gets, in its environment, DISTLOCK_NAME (the lock name) and
-DISTLOCK_TOKEN (the fencing token of this hold, a decimal integer
-greater than the token of every earlier hold of NAME): pass the token to
-the resources the command changes, and have them refuse tokens lower than
-the highest they have seen. With --shared or --exclusive it also gets
-DISTLOCK_MODE, "shared" or "exclusive"; with --semaphore, DISTLOCK_MODE
-"semaphore" and DISTLOCK_PERMITS, the number of permits it holds; with
---once-per, DISTLOCK_PERIOD, the number of the period it runs for (i such
-that the period is [i*PERIOD, (i+1)*PERIOD) since the Unix epoch, on the
-Redis server's clock). Otherwise DISTLOCK_MODE, DISTLOCK_PERMITS and
-DISTLOCK_PERIOD are removed from its environment.
-
-The lock covers COMMAND and every process it starts: run releases it
-only once all of them have exited, background jobs and daemons that
-called setsid included (on Linux distlock is their subreaper; elsewhere
-the tree is COMMAND's process group). If processes that COMMAND started
-still run when it exits, run says so (unless --quiet) and holds the lock
-until they exit; with --kill-leftovers it stops them instead.
-
-If the lock is lost while COMMAND runs ("distlock unlock --force" took
-it away, a renewal found it gone), or its lease could not be renewed in
-time, run sends SIGTERM to every process of the tree, SIGKILL after
---kill-grace, and exits with status 70. After "distlock unlock --force"
-the lock stays held until run has stopped the tree and released it. When renewals fail, the
-SIGTERM is sent early enough that the SIGKILL lands before the lease can
-expire on the server; --kill-grace may thus be at most a third of --ttl.
-
-Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
-distlock are passed on to COMMAND's process group (followed by SIGCONT
-for the first four); the lock is released once the tree has exited.
-COMMAND runs in a process group of its own; in a terminal it gets the
-terminal's foreground whenever distlock has it, so that it reads the
-terminal and gets ^C, ^\ and ^Z directly. When the terminal stops
-COMMAND (^Z, or reading the terminal in the background), distlock stops
-too, as a shell's job; continued after its lease may have run out, it
-kills COMMAND and exits with status 70. On Linux, COMMAND is killed if
-distlock dies. A signal received while waiting for the lock ends the wait
-(status 128+N). A holder that is killed without releasing the lock holds
-it until its lease (--ttl) runs out. A NAME that starts with "-" goes
-after a first "--": distlock run -- -NAME -- COMMAND.
-
-Exit statuses:
-` + exitStatusTable + `
-A status from COMMAND is passed on as it is, so COMMAND's own statuses may
-collide with those of distlock; a command killed by signal N gives 128+N.
+The kinds of lock, waiting, the process tree, losing the lock, signals,
+job control and recipes: docs/cli.md, "distlock run".
 `,
-	examples: `  # Run the report on one machine only; the others skip it (status 75):
-  */5 * * * * distlock run --wait 0 --quiet nightly-report -- /usr/local/bin/report
+	examples: `  # Report every 5 minutes from any of many machines, once per 5 minutes
+  # (cron fires a minute into each period, away from its boundary):
+  1-59/5 * * * * distlock run --once-per 5m --quiet report -- /usr/local/bin/report
 
-  # Wait up to ten minutes for a deploy slot:
+  # Skip this round while the last sync still runs, on any machine (status 75):
+  */10 * * * * distlock run --wait 0 --quiet sync -- /usr/local/bin/sync
+
+  # Wait up to ten minutes for a deploy slot; serve deploys in turn:
   distlock run --wait 10m deploy -- ./deploy.sh production
-
-  # Serve deploys from every machine in the order they asked:
   distlock run --fair deploy -- ./deploy.sh production
 
   # Back up while others may too; migrate alone:
@@ -169,10 +80,6 @@ collide with those of distlock; a command killed by signal N gives 128+N.
   # At most 4 calls at once to a partner's API, from every machine:
   distlock run --semaphore 4 partner-api -- ./sync-orders.sh
 
-  # Report every 5 minutes from any of many machines, once per 5 minutes
-  # (cron fires a minute into each period, away from its boundary):
-  1-59/5 * * * * distlock run --once-per 5m --quiet report -- /usr/local/bin/report
-
   # Hand the fencing token to the command:
   distlock run migrate -- sh -c 'migrate --fence "$DISTLOCK_TOKEN"'
 `,
@@ -181,16 +88,17 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 		o := new(runOptions)
 		fs.Var(&o.wait, "wait", "wait at most `DURATION` for the lock; 0 tries once (default: forever)")
 		fs.DurationVar(&o.ttl, "ttl", distlock.DefaultTTL,
-			"lease `DURATION` of the lock, renewed while the command runs: a holder that\n"+
-				"dies without releasing the lock holds it this long (at least 50ms)")
+			"lease `DURATION` of the lock, renewed while the command runs; a holder\n"+
+				"that dies without releasing the lock holds it this long (at least\n"+
+				"50ms)")
 		fs.DurationVar(&o.grace, "kill-grace", 0,
-			"when the lock is lost, give the command and what it started `DURATION` to\n"+
-				"exit after SIGTERM, then send SIGKILL; at most a third of --ttl\n"+
-				"(default 10s, or a third of --ttl if less)")
+			"when the lock is lost, give the command's processes `DURATION` from\n"+
+				"SIGTERM to SIGKILL; at most a third of --ttl (default 10s, or a third\n"+
+				"of --ttl if less)")
 		fs.BoolVar(&o.killLeftovers, "kill-leftovers", false,
-			"when the command exits, stop the processes it started that still run\n"+
-				"(SIGTERM, then SIGKILL after --kill-grace) instead of keeping the lock\n"+
-				"until they exit")
+			"when the command exits, stop what it started that still runs\n"+
+				"(SIGTERM, SIGKILL after --kill-grace) instead of holding the lock\n"+
+				"until it exits")
 		fs.BoolVar(&o.fair, "fair", false,
 			"take the lock as a fair one: waiters on every machine are served in the\n"+
 				"order they arrived; every user of the lock must use --fair")
@@ -207,16 +115,14 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 			"with --semaphore: take `K` of its permits (1 to N)")
 		fs.DurationVar(&o.queueTimeout, "queue-timeout", distlock.DefaultQueueTimeout,
 			"with --fair, --shared, --exclusive or --semaphore: a waiter that stops\n"+
-				"refreshing its place in the queue (it crashed or was cut off) loses it\n"+
-				"after `DURATION` (100ms to 1h)")
+				"refreshing its place in the queue (crashed, cut off) loses it after\n"+
+				"`DURATION`")
 		fs.DurationVar(&o.oncePer, "once-per", 0,
-			"run the command at most once per `PERIOD` (100ms to 8760h), on all machines\n"+
-				"together, counted on the Redis server's clock; a run that finds it done or\n"+
-				"running in this period does not run it, and exits with status 0")
+			"run the command at most once per `PERIOD` (on Redis's clock) on all\n"+
+				"machines; a run that finds it done or running this period exits with 0")
 		fs.BoolVar(&o.quiet, "quiet", false,
-			"print nothing while waiting, nor when the lock is not acquired, nor that a\n"+
-				"semaphore has another number of permits in Redis than --semaphore, nor\n"+
-				"(--once-per) that the command ran or runs elsewhere this period")
+			"print nothing while waiting, nor why the command did not run, nor that\n"+
+				"Redis has another number of permits than --semaphore")
 		fs.BoolVar(&o.verbose, "verbose", false, "log what happens to the lock (acquired, renewed, released) on stderr")
 		return func(line commandLine) error {
 			o.isSemaphore = isSet(fs, "semaphore")
@@ -257,6 +163,10 @@ collide with those of distlock; a command killed by signal N gives 128+N.
 				return usageErrorf("--once-per cannot go with --wait: it never waits (it tries once, and remembers the run for the period)")
 			case o.isOncePer && (o.fair || o.shared || o.exclusive || o.isSemaphore):
 				return usageErrorf("--once-per cannot go with --fair, --shared, --exclusive or --semaphore: it takes NAME as a plain lock")
+			case len(rf.masters) > 0 && (o.queued() || o.isOncePer):
+				flag, what := o.unsupportedOnRedlock()
+				return usageErrorf("%s cannot go with --redlock: %s cannot be kept by a quorum of independent Redis masters, only a plain lock can; "+
+					"give one Redis with --redis, or drop %s", flag, what, flag)
 			case o.queueTimeout < minQueueTimeout || o.queueTimeout > maxQueueTimeout:
 				return usageErrorf("invalid value for --queue-timeout: %v is not between %v and %v", o.queueTimeout, minQueueTimeout, maxQueueTimeout)
 			case !o.queued() && isSet(fs, "queue-timeout"):
@@ -310,6 +220,23 @@ type runOptions struct {
 // queued reports whether the lock that o asks for has a queue: a fair
 // mutex, a read-write lock or a semaphore.
 func (o *runOptions) queued() bool { return o.fair || o.shared || o.exclusive || o.isSemaphore }
+
+// unsupportedOnRedlock names the flag of o that asks for what Redlock
+// cannot keep (the library refuses it with ErrUnsupported), and what it
+// would keep: o is queued or once per period.
+func (o *runOptions) unsupportedOnRedlock() (flag, what string) {
+	switch {
+	case o.fair:
+		return "--fair", "a fair lock's queue"
+	case o.shared:
+		return "--shared", "a read-write lock"
+	case o.exclusive:
+		return "--exclusive", "a read-write lock"
+	case o.isSemaphore:
+		return "--semaphore", "a semaphore"
+	}
+	return "--once-per", "the record of a period's run"
+}
 
 // locker returns the lock called name on s that o asks for: permits of a
 // semaphore with --semaphore, a side of a read-write lock with --shared
@@ -389,8 +316,9 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 	if err != nil {
 		return err
 	}
-	if ctx := lease.Context(); ctx.Err() != nil { // lost already: a very short --ttl
-		return exitf(exitLockLost, "lost lock %q before the command started: %s", name, lossReason(context.Cause(ctx)))
+	if err := fitPlan(lease, o); err != nil {
+		_ = releaseWithin(lease, lostReleaseTimeout)
+		return err
 	}
 	permits := 0
 	if o.isSemaphore {
@@ -424,6 +352,29 @@ func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error 
 		return nil
 	}
 	return silentExit(status)
+}
+
+// fitPlan makes the lease long enough for the kill plan of o before the
+// command starts (see grace.go): if the plan does not fit the lease, it
+// extends the lease to o.ttl, waiting for the extension until the lease
+// would end. It fails with status 70 if the lock is lost, and with status
+// 69 if the extension cannot be confirmed: the command would be stopped
+// as soon as it started.
+func fitPlan(lease *distlock.Lease, o *runOptions) error {
+	ctx := lease.Context()
+	if ctx.Err() == nil && !planFits(lease.ValidUntil(), time.Now(), o.ttl, o.grace) {
+		ectx, cancel := context.WithDeadline(context.Background(), lease.ValidUntil())
+		err := lease.Extend(ectx, o.ttl)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return exitf(exitUnavailable, "could not extend the lease of lock %q to --ttl %v before starting the command, which its %v left would not let run: %v",
+				lease.Name(), o.ttl, time.Until(lease.ValidUntil()).Round(time.Millisecond), rootCause(err))
+		}
+	}
+	if ctx.Err() != nil { // lost already: a very short --ttl, or while extending
+		return exitf(exitLockLost, "lost lock %q before the command started: %s", lease.Name(), lossReason(context.Cause(ctx)))
+	}
+	return nil
 }
 
 // A holdEnv is what the command learns of its hold, beyond the lock's

@@ -20,9 +20,7 @@ import (
 
 // The tests of run --shared and --exclusive, and of status, list and
 // unlock on a read-write lock. As in fair_test.go, the distlock processes
-// that queue are given a long --queue-timeout, so that a process slowed
-// down by a loaded machine does not lose its place, which would change
-// the order under test.
+// that queue run with the default --queue-timeout, --ttl and --kill-grace.
 
 // holdRead takes the read side of the read-write lock name for the test,
 // as an owner of its own, and releases it when the test ends.
@@ -134,7 +132,7 @@ func TestRunSharedThenExclusive(t *testing.T) {
 	dir := t.TempDir()
 	logFile := filepath.Join(dir, "log")
 	env := []string{"DIR=" + dir, "LOG=" + logFile}
-	args := []string{"run", "--redis", srv.URL(), "--queue-timeout", "1m"}
+	args := []string{"run", "--redis", srv.URL()}
 	readers := map[string]*proc{}
 	for id, other := range map[string]string{"a": "b", "b": "a"} {
 		readers[id] = start(t, append(env, "ID="+id, "OTHER="+other),
@@ -184,7 +182,7 @@ func TestRunSharedBehindExclusive(t *testing.T) {
 	lease := holdRead(t, c, "order")
 	logFile := filepath.Join(t.TempDir(), "log")
 	env := []string{"LOG=" + logFile}
-	args := []string{"run", "--redis", srv.URL(), "--queue-timeout", "1m"}
+	args := []string{"run", "--redis", srv.URL()}
 
 	writer := start(t, env, append(args, "--exclusive", "order", "--", "sh", "-c", `echo "writer $DISTLOCK_TOKEN" >>"$LOG"`)...)
 	awaitRWQueued(t, c, "order", 0, 1)
@@ -445,7 +443,7 @@ func TestStatusRW(t *testing.T) {
 
 	// Two readers queue, then a writer.
 	dir := t.TempDir()
-	args := []string{"run", "--redis", srv.URL(), "--queue-timeout", "1m"}
+	args := []string{"run", "--redis", srv.URL()}
 	goFile := filepath.Join(dir, "go")
 	var readers []*proc
 	for i := range 2 {

@@ -21,8 +21,8 @@ import (
 
 // The tests of run --semaphore, of status, list and unlock on a
 // semaphore, and of the permits command. As in fair_test.go, the distlock
-// processes that queue are given a long --queue-timeout, so that a
-// process slowed down by a loaded machine does not lose its place.
+// processes that queue run with the default --queue-timeout, --ttl and
+// --kill-grace.
 
 // holdPermits takes n permits of the semaphore name, of capacity permits
 // as the test knows it, as an owner of its own, and releases them when
@@ -123,7 +123,7 @@ func TestRunSemaphore(t *testing.T) {
 	procs := map[string]*proc{}
 	for _, id := range []string{"a", "b", "c"} {
 		procs[id] = start(t, append(env, "ID="+id),
-			"run", "--redis", srv.URL(), "--semaphore", "2", "--queue-timeout", "1m", "api", "--", "sh", "-c", semOverlap)
+			"run", "--redis", srv.URL(), "--semaphore", "2", "api", "--", "sh", "-c", semOverlap)
 	}
 	marked := func(id string) bool {
 		_, err := os.Stat(filepath.Join(dir, "in."+id))
@@ -229,7 +229,7 @@ func TestRunSemaphoreWaitZero(t *testing.T) {
 
 	// A waiter for 2 permits queues; a permit is freed; --wait 0 does not
 	// pass the waiter.
-	waiter := start(t, nil, "run", "--redis", srv.URL(), "--semaphore", "2", "--permits", "2", "--queue-timeout", "1m",
+	waiter := start(t, nil, "run", "--redis", srv.URL(), "--semaphore", "2", "--permits", "2",
 		"full", "--", "true")
 	awaitSemQueued(t, c, "full", 1)
 	if err := first.Unlock(context.Background()); err != nil {
@@ -280,7 +280,7 @@ func TestRunSemaphoreProgress(t *testing.T) {
 		t.Errorf("stderr %q does not say %q", r.stderr, want)
 	}
 
-	p := start(t, nil, "run", "--redis", srv.URL(), "--semaphore", "2", "--queue-timeout", "1m", "slow", "--", "true")
+	p := start(t, nil, "run", "--redis", srv.URL(), "--semaphore", "2", "slow", "--", "true")
 	awaitSemQueued(t, c, "slow", 1)
 	awaitOutput(t, p.stderr, "waiting for slow")
 	line := p.errOut()
@@ -535,7 +535,7 @@ func TestStatusSemaphore(t *testing.T) {
 	lease := holdPermits(t, c, "sem", 3, 1, distlock.WithTTL(30*time.Second))
 	dir := t.TempDir()
 	out, goFile := filepath.Join(dir, "out"), filepath.Join(dir, "go")
-	args := []string{"run", "--redis", srv.URL(), "--semaphore", "3", "--permits", "2", "--queue-timeout", "1m", "sem", "--"}
+	args := []string{"run", "--redis", srv.URL(), "--semaphore", "3", "--permits", "2", "sem", "--"}
 	holder := start(t, []string{"OUT=" + out, "GO=" + goFile}, append(args, "sh", "-c", holdUntilGo)...)
 	awaitFile(t, out)
 	var name string
@@ -672,7 +672,7 @@ func TestPermits(t *testing.T) {
 	dir := t.TempDir()
 	out, goFile := filepath.Join(dir, "out"), filepath.Join(dir, "go")
 	waiter := start(t, []string{"OUT=" + out, "GO=" + goFile},
-		"run", "--redis", srv.URL(), "--semaphore", "1", "--queue-timeout", "1m", "grow", "--", "sh", "-c", holdUntilGo)
+		"run", "--redis", srv.URL(), "--semaphore", "1", "grow", "--", "sh", "-c", holdUntilGo)
 	awaitSemQueued(t, c, "grow", 1)
 
 	r := run(t, "permits", "--redis", srv.URL(), "grow", "2")

@@ -271,7 +271,7 @@ func TestStatusFair(t *testing.T) {
 		t.Errorf("status %+v, want held as a fair lock with token %d, nothing queued", st, lease.Token())
 	}
 
-	waiter := start(t, nil, "run", "--redis", srv.URL(), "--fair", "--queue-timeout", "1m", "fair-report", "--", "true")
+	waiter := start(t, nil, "run", "--redis", srv.URL(), "--fair", "fair-report", "--", "true")
 	awaitQueued(t, c, "fair-report", 1)
 	if st := statusJSON(t, srv, "fair-report"); !st.Locked || st.Kind != "fair" || !st.Fair || st.Queued != 1 || st.Waiters != 0 ||
 		st.QueuedReaders+st.QueuedWriters != 0 {
@@ -330,7 +330,7 @@ func TestUnlockForceFair(t *testing.T) {
 	dir := t.TempDir()
 	out, goFile := filepath.Join(dir, "out"), filepath.Join(dir, "go")
 	waiter := start(t, []string{"OUT=" + out, "GO=" + goFile},
-		"run", "--redis", srv.URL(), "--fair", "--queue-timeout", "1m", "stuck-fair", "--", "sh", "-c", holdUntilGo)
+		"run", "--redis", srv.URL(), "--fair", "stuck-fair", "--", "sh", "-c", holdUntilGo)
 	awaitQueued(t, c, "stuck-fair", 1)
 
 	r := run(t, "unlock", "--redis", srv.URL(), "--force", "stuck-fair")

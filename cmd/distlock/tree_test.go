@@ -133,3 +133,59 @@ func readPIDs(t *testing.T, path string) []int {
 	}
 	return pids
 }
+
+// TestRunLostTermsEachOnce deletes the lock while the command runs: the
+// command, its child and grandchild (in its process group) and a great-
+// grandchild that left the group with setsid each get exactly one
+// SIGTERM, then SIGKILL after --kill-grace, since they stay. Each counts
+// the SIGTERMs delivered to it (Perl runs its handler once per delivery).
+func TestRunLostTermsEachOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	p := start(t, []string{"DIR=" + dir},
+		"run", "--redis", srv.URL(), "--ttl", "3s", "terms", "--", "perl", "-e", termCounter)
+	eventually(t, "the four processes of the command to be ready", func() bool {
+		ready, _ := filepath.Glob(filepath.Join(dir, "ready.*"))
+		return len(ready) == 4
+	})
+	if err := srv.Client(t).Del(context.Background(), distlock.DefaultPrefix+"{terms}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != exitLockLost {
+		t.Fatalf("exit status %d, want %d; stderr:\n%s", code, exitLockLost, p.errOut())
+	}
+	ready, _ := filepath.Glob(filepath.Join(dir, "ready.*"))
+	for _, r := range ready {
+		pid := strings.TrimPrefix(filepath.Ext(r), ".")
+		terms := filepath.Join(dir, "terms."+pid)
+		n := 0
+		if b, err := os.ReadFile(terms); err == nil {
+			n = strings.Count(string(b), "\n")
+		}
+		if n != 1 {
+			t.Errorf("process %s (%s) got %d SIGTERMs, want 1", pid, strings.TrimSpace(readFile(t, r)), n)
+		}
+	}
+}
+
+// termCounter is a Perl program that forks a child, which forks a
+// grandchild, which forks a great-grandchild that calls setsid. Each
+// process appends a line to $DIR/terms.PID for every SIGTERM delivered to
+// it, and otherwise ignores it; each writes $DIR/ready.PID, its place in
+// the tree, once its handler is set, then sleeps until killed.
+const termCounter = `use POSIX ();
+$SIG{TERM} = sub { open(my $f, ">>", "$ENV{DIR}/terms.$$") or die; print $f "TERM\n"; close $f };
+my @names = ("the command", "its child", "its grandchild", "its great-grandchild, in a session of its own");
+my $level = 0;
+while ($level < 3) {
+	my $pid = fork() // die "fork: $!";
+	last if $pid;
+	$level++;
+	POSIX::setsid() if $level == 3;
+}
+open(my $f, ">", "$ENV{DIR}/ready.tmp.$$") or die;
+print $f "$names[$level]\n";
+close $f;
+rename("$ENV{DIR}/ready.tmp.$$", "$ENV{DIR}/ready.$$") or die;
+sleep 1 while 1;`
