@@ -27,6 +27,8 @@ type Client struct {
 	engine  *engine.Engine
 	close   sync.Once
 	closed  atomic.Bool
+
+	observers observers // the goroutines of Election.Observe
 }
 
 // New returns a Client on rdb, which may be a standalone, Sentinel
@@ -104,13 +106,19 @@ func (c *clientConfig) backendConfig() redisbackend.Config {
 // wrapping ErrBackend when it gave up on anything or a release failed; nil
 // means nothing of the Client is left in Redis. Close is idempotent; after
 // it, every operation returns ErrClosed.
+//
+// The channels of Election.Observe are closed, and their goroutines gone,
+// before Close returns.
 func (c *Client) Close() error {
 	var err error
 	c.close.Do(func() {
 		c.closed.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
-		err = c.engine.Close(ctx)
+		err = c.observers.close(ctx)
+		if eerr := c.engine.Close(ctx); err == nil {
+			err = eerr
+		}
 		if berr := c.backend.Close(); err == nil {
 			err = berr
 		}
