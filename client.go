@@ -27,6 +27,8 @@ type Client struct {
 	engine  *engine.Engine
 	close   sync.Once
 	closed  atomic.Bool
+
+	observers observers // the goroutines of Election.Observe
 }
 
 // New returns a Client on rdb, which may be a standalone, Sentinel
@@ -107,13 +109,19 @@ func (c *clientConfig) backendConfig() redisbackend.Config {
 // nothing of the Client is left in Redis. Requests that never left the
 // client (go-redis could not connect) are not waited for. Close is
 // idempotent; after it, every operation returns ErrClosed.
+//
+// The channels of Election.Observe are closed, and their goroutines gone,
+// before Close returns.
 func (c *Client) Close() error {
 	var err error
 	c.close.Do(func() {
 		c.closed.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
-		err = c.engine.Close(ctx)
+		err = c.observers.close(ctx)
+		if eerr := c.engine.Close(ctx); err == nil {
+			err = eerr
+		}
 		if berr := c.backend.Close(); err == nil {
 			err = berr
 		}

@@ -2,9 +2,7 @@ package distlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/distlock/distlock/internal/engine"
@@ -26,7 +24,7 @@ import (
 // anyone else can be elected, as for a mutex.
 //
 // Every script that changes the leader announces it on the election's
-// channel, so Observe sees every change, in order, pushed.
+// channel, so Observe sees every change, in order, pushed (see Observe).
 type Election struct {
 	lock
 	spec engine.Spec
@@ -82,139 +80,19 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 	if err != nil {
 		return Leader{}, 0, err
 	}
-	if st.Kind != redisbackend.KindElect || !st.Locked() {
+	l, ttl, ok := leaderOf(st)
+	if !ok {
 		return Leader{}, 0, fmt.Errorf("%w: nobody leads", ErrNotHeld)
 	}
+	return l, ttl, nil
+}
+
+// leaderOf returns who leads an election in the state st, and how long
+// its lease has left; ok is false when nobody leads.
+func leaderOf(st redisbackend.State) (l Leader, ttl time.Duration, ok bool) {
+	if st.Kind != redisbackend.KindElect || !st.Locked() {
+		return Leader{}, 0, false
+	}
 	h := st.Holder()
-	return Leader{Value: h.Value, Term: h.Token, Holder: holder(h)}, h.TTL, nil
-}
-
-// Observe returns a channel that receives who leads now, then every change
-// of leader, in order, until ctx ends; then it is closed. A zero Leader
-// (Term 0) means that nobody leads: the leader resigned with no candidate
-// waiting, or its lease ran out. Changes made by a release, a grant or a
-// take are pushed by Redis as they happen; a leader whose lease runs out
-// with no candidate to follow it is noticed when that lease ends (Observe
-// looks again then), and after a reconnection Observe looks again at once.
-// Nothing is dropped: a slow reader delays the channel, not the observing.
-func (e *Election) Observe(ctx context.Context) <-chan Leader {
-	out := make(chan Leader)
-	o := &observer{e: e, ctx: ctx, out: out, wake: make(chan struct{}, 1)}
-	if e.lock.err != nil || e.c.usable() != nil {
-		close(out)
-		return out
-	}
-	go o.run()
-	return out
-}
-
-// An observer feeds Observe's channel.
-type observer struct {
-	e    *Election
-	ctx  context.Context
-	out  chan Leader
-	wake chan struct{} // an announcement came, or some may have been lost
-
-	mu      sync.Mutex
-	pending []Leader // announced, not yet sent
-	lost    bool     // announcements may have been lost: look again
-	heard   bool     // an announcement came since the last look began
-}
-
-// run sends who leads, then every announcement, in order; it looks again
-// (reads who leads) at the start, after a reconnection, and when the last
-// leader's lease could have run out without an announcement.
-func (o *observer) run() {
-	defer close(o.out)
-	stop, err := o.e.c.backend.WatchLeader(o.ctx, o.e.name, o.announced)
-	if err != nil {
-		return
-	}
-	defer stop()
-	var last Leader
-	send := func(l Leader) bool {
-		if l.Term == last.Term || l.Term != 0 && l.Term < last.Term {
-			return true // no change, or older than what was sent
-		}
-		select {
-		case o.out <- l:
-			last = l
-			return true
-		case <-o.ctx.Done():
-			return false
-		}
-	}
-	timer := time.NewTimer(0) // look at once
-	defer timer.Stop()
-	for {
-		look := false
-		select {
-		case <-o.ctx.Done():
-			return
-		case <-timer.C:
-			look = true
-		case <-o.wake:
-		}
-		o.mu.Lock()
-		batch := o.pending
-		o.pending = nil
-		look = look || o.lost
-		o.lost = false
-		if look {
-			o.heard = false
-		}
-		o.mu.Unlock()
-		for _, l := range batch {
-			if !send(l) {
-				return
-			}
-			if l.Term != 0 {
-				timer.Reset(o.e.spec.Lease) // look when it could end silently
-			}
-		}
-		if !look {
-			continue
-		}
-		l, ttl, err := o.e.leader(o.ctx)
-		o.mu.Lock()
-		fresher := o.heard // an announcement came meanwhile: it is newer
-		o.mu.Unlock()
-		switch {
-		case o.ctx.Err() != nil:
-			return
-		case fresher:
-			timer.Reset(0) // take it, then look again
-		case err == nil:
-			if !send(l) {
-				return
-			}
-			timer.Reset(ttl + time.Millisecond)
-		case errors.Is(err, ErrNotHeld):
-			if !send(Leader{}) {
-				return
-			}
-		default:
-			timer.Reset(time.Second) // Redis failed: try again
-		}
-	}
-}
-
-// announced takes an announcement from the backend; it must not block.
-func (o *observer) announced(a redisbackend.Announcement, lost bool) {
-	o.mu.Lock()
-	if lost {
-		o.lost = true
-	} else {
-		o.heard = true
-		l := Leader{Value: a.Value, Term: a.Term}
-		if a.Term != 0 {
-			l.Holder = Holder{ID: a.ID, Host: a.Host, PID: a.PID, Since: a.Since}
-		}
-		o.pending = append(o.pending, l)
-	}
-	o.mu.Unlock()
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
+	return Leader{Value: h.Value, Term: h.Token, Holder: holder(h)}, h.TTL, true
 }

@@ -219,6 +219,9 @@ func TestElectionVacancyObserved(t *testing.T) {
 	octx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch := e.Observe(octx)
+	if got := <-ch; got != (distlock.Leader{}) {
+		t.Fatalf("observed %+v first, want a zero Leader: nobody leads", got)
+	}
 	l, err := e.Campaign(ctx, "me")
 	if err != nil {
 		t.Fatal(err)

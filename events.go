@@ -21,9 +21,14 @@ const (
 	EventReleased                         // the holder released the lock
 	EventMismatch                         // Redis disagrees with this client's options (a semaphore's permits); Err says how
 	EventExpired                          // a fixed lease ran its course (ErrLeaseExpired); the lease context is cancelled
+
+	// EventObserveFailed: Election.Observe could not watch the election or
+	// read who leads (Redis is unreachable, say); it tries again. Err says
+	// why; it is logged at Warn.
+	EventObserveFailed
 )
 
-var eventNames = [...]string{"", "acquired", "waiting", "renewed", "renew-failed", "lost", "released", "mismatch", "expired"}
+var eventNames = [...]string{"", "acquired", "waiting", "renewed", "renew-failed", "lost", "released", "mismatch", "expired", "observe-failed"}
 
 func (k EventKind) String() string {
 	if k > 0 && int(k) < len(eventNames) {
@@ -40,7 +45,7 @@ type Event struct {
 	Token uint64        // fencing token, when held
 	Holds int           // hold count, for EventAcquired
 	Wait  time.Duration // time spent waiting, for EventAcquired; the lease, for EventRenewed
-	Err   error         // the cause, for EventRenewFailed, EventLost, EventMismatch and EventExpired; it does not repeat Name
+	Err   error         // the cause, for EventRenewFailed, EventLost, EventMismatch, EventExpired and EventObserveFailed; it does not repeat Name
 }
 
 // observer turns engine events into Events for the handler and the log.
@@ -50,19 +55,23 @@ func (c *clientConfig) observer() func(engine.Event) {
 		return nil
 	}
 	return func(e engine.Event) {
-		ev := Event{Kind: EventKind(e.Kind), Name: e.Name, Token: e.Token, Holds: e.Holds, Wait: e.Wait, Err: e.Err}
-		if handler != nil {
-			handler(ev)
-		}
-		if logger != nil {
-			logEvent(logger, ev)
-		}
+		emit(handler, logger, Event{Kind: EventKind(e.Kind), Name: e.Name, Token: e.Token, Holds: e.Holds, Wait: e.Wait, Err: e.Err})
+	}
+}
+
+// emit passes ev to handler and logger, either of which may be nil.
+func emit(handler func(Event), logger *slog.Logger, ev Event) {
+	if handler != nil {
+		handler(ev)
+	}
+	if logger != nil {
+		logEvent(logger, ev)
 	}
 }
 
 func logEvent(l *slog.Logger, ev Event) {
 	level := slog.LevelDebug
-	if ev.Kind == EventLost || ev.Kind == EventRenewFailed || ev.Kind == EventMismatch {
+	if ev.Kind == EventLost || ev.Kind == EventRenewFailed || ev.Kind == EventMismatch || ev.Kind == EventObserveFailed {
 		level = slog.LevelWarn
 	}
 	ctx := context.Background()

@@ -23,7 +23,15 @@ type Job func(ctx context.Context, token uint64) error
 // Do takes l, calls fn under it and unlocks: it returns fn's error joined
 // with Unlock's (nil when both are nil). If l cannot be taken, Do returns
 // that error and does not call fn. The lock is unlocked even if fn panics.
+// A nil l or fn is refused with ErrInvalidOption, before anything is
+// taken.
 func Do(ctx context.Context, l Locker, fn Job) (err error) {
+	switch {
+	case l == nil:
+		return clientErr("do", fmt.Errorf("%w: nil Locker", ErrInvalidOption))
+	case fn == nil:
+		return clientErr("do", fmt.Errorf("%w: nil job", ErrInvalidOption))
+	}
 	lease, err := l.Lock(ctx)
 	if err != nil {
 		return err
@@ -72,8 +80,12 @@ type Run struct {
 	By Holder
 	// At is when it finished (AlreadyDone), by that holder's clock.
 	At time.Time
-	// Err is the error it finished with, "" if it succeeded (AlreadyDone).
-	Err string
+	// Err is how the run ended: nil if it succeeded. For a run made by
+	// this call (RanHere) it is the job's own error, which the call also
+	// returns. For a run read back from its record (AlreadyDone, and
+	// Client.LastRun) it is a RecordedError: the record keeps the error's
+	// text, not the error, which stays in the process that ran the job.
+	Err error
 	// Token is the fencing token of its run.
 	Token uint64
 	// Period is, for OncePer, the period of the run: i such that the
@@ -81,14 +93,55 @@ type Run struct {
 	Period uint64
 }
 
+// A RecordedError is the error that a run of Once or OncePer ended with,
+// as its record keeps it: the error's text. It is what Run.Err holds for
+// a run read back from its record. errors.Is matches it to an equal
+// RecordedError only: the error that the job returned, and what it
+// wrapped, stayed in the process that ran it.
+type RecordedError string
+
+func (e RecordedError) Error() string { return string(e) }
+
+// WithFailuresRecorded makes Once and OncePer record a run whose job
+// returned an error, as they record a success: later callers are told
+// that it was done, and how it failed (Run.Err), and do not run the job
+// until the record expires or is forgotten (Client.Forget). Use it for a
+// job that must not be tried twice even after a failure (a failed run may
+// have done part of its work); without it, a failed run is not recorded
+// and the next caller runs the job again. Locks ignore it.
+func WithFailuresRecorded() MutexOption {
+	return func(m *mutexConfig) { m.recordFailures = true }
+}
+
 // Once runs fn under the lock key if no one ran it under key before, in
 // any process, and records that it did, for keep (1 s to 100 years): the
 // first caller runs it, later callers are told it was done, by whom and
-// how it ended (the run counts whether fn returned an error or not). A
-// caller that finds it running elsewhere waits for its outcome, until ctx
-// ends. If the holder that runs it dies halfway, the key is runnable again
-// once its lease ends (WithTTL; renewed while fn runs), and the next caller
-// runs it.
+// when. A caller that finds it running elsewhere waits for its outcome,
+// until ctx ends. If the holder that runs it dies halfway, the key is
+// runnable again once its lease ends (WithTTL; renewed while fn runs), and
+// the next caller runs it.
+//
+// A run counts once fn returns nil. A failed run is not recorded, and the
+// next caller runs fn again: the next delivery of a message, a client's
+// retry with the same idempotency key, a waiting caller. That is what an
+// idempotency key needs: a failure is not an outcome to replay, and a
+// record of it would make a passing fault (a timeout, a database that was
+// restarting) permanent for as long as the record is kept.
+// WithFailuresRecorded records failed runs too, for jobs that must not be
+// tried twice. A job that panics (or calls runtime.Goexit) did not finish:
+// Once releases the lock, records nothing, and lets the panic go on; the
+// next caller runs it. A nil fn is refused with ErrInvalidOption before
+// anything is taken. Client.Forget deletes a record, so that the next
+// caller runs fn again.
+//
+// The record, and the release of the lock after it, are made with a
+// context of their own, which carries ctx's values but not its deadline or
+// cancellation: a job that outlasts its caller is recorded all the same,
+// instead of running again at the next call. Each is given one lease
+// length (WithTTL) at most: the record can only be written while the lock
+// is held, which the watchdog renews meanwhile, and a lock released late
+// expires with its lease anyway. A record that could not be confirmed in
+// that time is reported as an error, and may have been written.
 //
 // The record is written only while the runner still holds the lock (it is
 // fenced by the lock's token), so a runner whose lease ended cannot record
@@ -97,6 +150,11 @@ type Run struct {
 // changes, as for any lock. With WithReplicaAck, a record that too few
 // replicas acknowledged is reported with an error wrapping
 // ErrNotReplicated (the run is RanHere; a failover may lose the record).
+//
+// Records are read as older versions of distlock wrote them, and older
+// versions read the records of this one; but they recorded every run, so
+// a failed run of an older client counts as done here (as if it had
+// WithFailuresRecorded).
 func (c *Client) Once(ctx context.Context, key string, keep time.Duration, fn Job, opts ...MutexOption) (Run, error) {
 	if keep < time.Second || keep > 100*365*24*time.Hour {
 		return Run{}, opErr("once", key, fmt.Errorf("%w: keep %v outside [1s, 100y]", ErrInvalidOption, keep))
@@ -110,9 +168,13 @@ func (c *Client) Once(ctx context.Context, key string, keep time.Duration, fn Jo
 // a slow node comes late in the period. Periods are counted on the Redis
 // server's clock (period i is [i·period, (i+1)·period) since the Unix
 // epoch), so the nodes' clocks need not agree. The others are told it was
-// done (by whom, when, how it ended) or that it runs elsewhere: OncePer
-// never waits. A holder that dies while it runs leaves the period's run to
-// whoever calls after its lease ends.
+// done (by whom, when) or that it runs elsewhere: OncePer never waits. A
+// holder that dies while it runs leaves the period's run to whoever calls
+// after its lease ends.
+//
+// Failed runs, panics, a nil fn, the context of the record and
+// Client.Forget are as for Once: a failed run is not recorded, and the
+// next caller in the period runs fn again, unless WithFailuresRecorded.
 func (c *Client) OncePer(ctx context.Context, name string, period time.Duration, fn Job, opts ...MutexOption) (Run, error) {
 	if period < 100*time.Millisecond || period > 365*24*time.Hour {
 		return Run{}, opErr("once-per", name, fmt.Errorf("%w: period %v outside [100ms, 1y]", ErrInvalidOption, period))
@@ -125,6 +187,9 @@ func (c *Client) OncePer(ctx context.Context, name string, period time.Duration,
 // reporting who runs it without. Its errors are those of the method op;
 // fn's error is joined to them as fn returned it.
 func (c *Client) once(ctx context.Context, op, name string, period, keep time.Duration, wait bool, fn Job, opts []MutexOption) (Run, error) {
+	if fn == nil {
+		return Run{}, opErr(op, name, fmt.Errorf("%w: nil job", ErrInvalidOption))
+	}
 	m := c.Mutex(name, opts...)
 	if m.lock.err != nil {
 		return Run{}, opErr(op, name, m.lock.err)
@@ -136,27 +201,58 @@ func (c *Client) once(ctx context.Context, op, name string, period, keep time.Du
 	if lease == nil {
 		return run, opErr(op, name, err)
 	}
+	finished := false
+	defer func() {
+		if !finished { // fn panicked, or called runtime.Goexit: nothing to record
+			_ = release(ctx, lease, m.spec.Lease)
+		}
+	}()
 	jobCtx := lease.Context()
 	if period > 0 {
 		jobCtx = context.WithValue(jobCtx, periodKey{}, run.Period)
 	}
 	runErr := fn(jobCtx, lease.Token())
-	rec := redisbackend.Record{Period: run.Period, Token: lease.Token(), At: time.Now()}
-	if runErr != nil {
-		rec.Err = runErr.Error()
+	finished = true
+	run = Run{State: RanHere, Err: runErr, Token: lease.Token(), Period: run.Period}
+	var recErr error
+	if runErr == nil || applied(mutexConfig{}, opts).recordFailures {
+		recErr = c.record(ctx, name, run, keep, m.spec.Lease)
 	}
-	recorded, recErr := c.backend.RecordOnce(ctx, name, rec, keep)
+	return run, errors.Join(runErr, opErr(op, name, recErr), opErr(op, name, release(ctx, lease, m.spec.Lease)))
+}
+
+// release unlocks lease with a context of its own, which has ctx's values
+// but not its deadline or cancellation, for d (the lock's lease length) at
+// most: see Once.
+func release(ctx context.Context, lease *Lease, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	return lease.l.Unlock(ctx)
+}
+
+// record records run, made under the lock name, for keep, with a context
+// of its own as release has, for lease (the lock's lease length) at most.
+func (c *Client) record(ctx context.Context, name string, run Run, keep, lease time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
+	defer cancel()
+	rec := redisbackend.Record{Period: run.Period, Token: run.Token, At: time.Now()}
+	if run.Err != nil {
+		rec.Err = run.Err.Error()
+		if rec.Err == "" {
+			rec.Err = "failed (an error without a message)" // "" is a success
+		}
+	}
+	recorded, err := c.backend.RecordOnce(ctx, name, rec, keep)
 	switch {
-	case recorded && recErr != nil:
-		recErr = fmt.Errorf("the run was recorded on the master only (a failover before a replica has it loses the record, and the job may run again): %w",
-			recErr)
-	case recErr != nil:
-		recErr = fmt.Errorf("the run could not be recorded: %w", recErr)
+	case recorded && err != nil:
+		return fmt.Errorf("the run was recorded on the master only (a failover before a replica has it loses the record, and the job may run again): %w",
+			err)
+	case err != nil:
+		return fmt.Errorf("the run could not be recorded: %w", err)
 	case !recorded:
-		recErr = fmt.Errorf("%w: the run was not recorded, its lock having been lost (another caller may run it again)", ErrLockLost)
+		return fmt.Errorf("%w: the run was not recorded, its lock having been lost (another caller may run it again)", ErrLockLost)
 	}
-	return Run{State: RanHere, Token: lease.Token(), Period: run.Period},
-		errors.Join(runErr, opErr(op, name, recErr), opErr(op, name, lease.l.Unlock(ctx)))
+	return nil
 }
 
 // maxOnceTries bounds how many times once tries the lock without waiting
@@ -190,7 +286,7 @@ func (c *Client) takeOnce(ctx context.Context, m *Mutex, period time.Duration, w
 		// Whoever held the lock before may have run it meanwhile.
 		run, current, err = c.ran(ctx, m.name, period)
 		if err != nil || run.State != 0 {
-			return nil, run, errors.Join(err, lease.l.Unlock(ctx))
+			return nil, run, errors.Join(err, release(ctx, lease, m.spec.Lease))
 		}
 		return lease, Run{Period: current}, nil
 	}
@@ -220,6 +316,55 @@ func (c *Client) ran(ctx context.Context, name string, period time.Duration) (Ru
 	case !ok || rec.Period != now:
 		return Run{}, now, nil
 	}
-	return Run{State: AlreadyDone, By: Holder{Host: rec.Host, PID: rec.PID}, At: rec.At, Err: rec.Err,
-		Token: rec.Token, Period: rec.Period}, now, nil
+	return doneRun(rec), now, nil
+}
+
+// doneRun is the Run that the record rec says was done.
+func doneRun(rec redisbackend.Record) Run {
+	run := Run{State: AlreadyDone, By: Holder{Host: rec.Host, PID: rec.PID}, At: rec.At, Token: rec.Token, Period: rec.Period}
+	if rec.Err != "" {
+		run.Err = RecordedError(rec.Err)
+	}
+	return run
+}
+
+// LastRun reads the record of the job name (Once's key, OncePer's name):
+// the run it keeps, as AlreadyDone, with its period if it is OncePer's
+// (whichever period it was: LastRun does not know the period's length),
+// and ok true; or ok false if there is none: the job never ran, or not
+// within the time its records are kept, or its runs failed and were not
+// recorded, or its record was forgotten. It is for operators (distlock
+// status shows it); a job's callers learn the same from Once and OncePer.
+func (c *Client) LastRun(ctx context.Context, name string) (run Run, ok bool, err error) {
+	if err := c.jobErr(name); err != nil {
+		return Run{}, false, opErr("last-run", name, err)
+	}
+	_, rec, ok, err := c.backend.CheckOnce(ctx, name, 0)
+	if err != nil || !ok {
+		return Run{}, false, opErr("last-run", name, err)
+	}
+	return doneRun(rec), true, nil
+}
+
+// Forget deletes the record of the job name (Once's key, OncePer's name),
+// so that the next caller runs the job again, and reports whether there
+// was one. It does not touch the lock: a run under way goes on, and
+// records its outcome when it ends (ForceUnlock or Revoke stop it first).
+// Use it to run again a job whose run was recorded by mistake, or whose
+// failure WithFailuresRecorded recorded.
+func (c *Client) Forget(ctx context.Context, name string) (bool, error) {
+	if err := c.jobErr(name); err != nil {
+		return false, opErr("forget", name, err)
+	}
+	forgot, err := c.backend.ForgetOnce(ctx, name)
+	return forgot, opErr("forget", name, err)
+}
+
+// jobErr returns the error that an operation on the record of the job
+// name fails with before any I/O, or nil.
+func (c *Client) jobErr(name string) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	return validateName(name)
 }

@@ -162,8 +162,9 @@ func TestOncePerLostLockNotRecorded(t *testing.T) {
 }
 
 // Of concurrent callers of Once, one runs the job and the others wait for
-// its outcome and are told it was done, by whom and how it ended; a later
-// caller is told so at once.
+// its outcome and are told it was done, by whom and how it ended (its
+// failure is recorded, with WithFailuresRecorded); a later caller is told
+// so at once.
 func TestOnceConcurrentCallers(t *testing.T) {
 	srv := redistest.Start(t)
 	c1, _ := newClient(t, srv)
@@ -183,7 +184,7 @@ func TestOnceConcurrentCallers(t *testing.T) {
 		if i%2 == 1 {
 			c = c2
 		}
-		wg.Go(func() { runs[i], errs[i] = c.Once(ctx, "config:init", time.Hour, job) })
+		wg.Go(func() { runs[i], errs[i] = c.Once(ctx, "config:init", time.Hour, job, distlock.WithFailuresRecorded()) })
 	}
 	wg.Wait()
 	if ran.Load() != 1 {
@@ -198,7 +199,7 @@ func TestOnceConcurrentCallers(t *testing.T) {
 				t.Errorf("the runner's error: %v, want the job's", errs[i])
 			}
 		case distlock.AlreadyDone:
-			if errs[i] != nil || r.Err != "config half loaded" || r.By.PID != os.Getpid() || r.At.IsZero() {
+			if errs[i] != nil || r.Err != distlock.RecordedError("config half loaded") || r.By.PID != os.Getpid() || r.At.IsZero() {
 				t.Errorf("a waiting caller: %+v, %v", r, errs[i])
 			}
 		default:
@@ -208,7 +209,7 @@ func TestOnceConcurrentCallers(t *testing.T) {
 	if here != 1 {
 		t.Fatalf("%d callers ran it", here)
 	}
-	if r, err := c2.Once(ctx, "config:init", time.Hour, job); err != nil || r.State != distlock.AlreadyDone {
+	if r, err := c2.Once(ctx, "config:init", time.Hour, job); err != nil || r.State != distlock.AlreadyDone || r.Err == nil {
 		t.Fatalf("a later caller: %+v, %v", r, err)
 	}
 }

@@ -137,6 +137,8 @@ type mutexConfig struct {
 	renew bool
 	queue time.Duration
 	err   error
+
+	recordFailures bool // WithFailuresRecorded: for Once and OncePer
 }
 
 // applied returns mc with opts applied.

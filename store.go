@@ -21,6 +21,7 @@ type store interface {
 	List(ctx context.Context, pattern string) ([]string, error)
 	CheckOnce(ctx context.Context, name string, period time.Duration) (now uint64, rec redisbackend.Record, ok bool, err error)
 	RecordOnce(ctx context.Context, name string, rec redisbackend.Record, keep time.Duration) (bool, error)
+	ForgetOnce(ctx context.Context, name string) (bool, error)
 	SetPermits(ctx context.Context, name string, n int) (before, held int, err error)
 	WatchLeader(ctx context.Context, name string, fn func(a redisbackend.Announcement, lost bool)) (func(), error)
 	Close() error

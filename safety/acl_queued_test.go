@@ -212,14 +212,14 @@ func aclQueuedWorkload(t *testing.T, srv *redistest.Server, admin *redis.Client,
 	// A day's period ends between the calls once in a long while: the
 	// second call then runs the next period's job.
 	crossed := err == nil && again.State == distlock.RanHere && again.Period != first.Period
-	if !crossed && (err != nil || again.State != distlock.AlreadyDone || again.Err != "" || ran != 1) {
+	if !crossed && (err != nil || again.State != distlock.AlreadyDone || again.Err != nil || ran != 1) {
 		return fmt.Errorf("OncePer again: %+v, %v (ran %d times)", again, err, ran)
 	}
 	ran = 0
 	if run, err := a.Once(ctx, prefix+"-once", time.Minute, job, opts...); err != nil || run.State != distlock.RanHere || ran != 1 {
 		return fmt.Errorf("Once: %+v, %v (ran %d times)", run, err, ran)
 	}
-	if run, err := oc.Once(ctx, prefix+"-once", time.Minute, job, opts...); err != nil || run.State != distlock.AlreadyDone || run.Err != "" || ran != 1 {
+	if run, err := oc.Once(ctx, prefix+"-once", time.Minute, job, opts...); err != nil || run.State != distlock.AlreadyDone || run.Err != nil || ran != 1 {
 		return fmt.Errorf("Once again: %+v, %v (ran %d times)", run, err, ran)
 	}
 

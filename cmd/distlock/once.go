@@ -39,23 +39,14 @@ func runOncePer(rf *redisFlags, o *runOptions, name string, argv []string) error
 		return err
 	}
 
-	// The context of OncePer is also that of the run's record and of the
-	// release, after the command: once the command has exited, they get
-	// releaseTimeout. There is no wait for the lock to interrupt: signals
-	// received before the command starts (the checks take a few round
-	// trips) are passed on to it once it has started, or ignored if it
-	// does not run here.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var deadline *time.Timer
-	defer func() {
-		if deadline != nil {
-			deadline.Stop()
-		}
-	}()
-	r := &onceRun{name: name, path: path, argv: argv, o: o, sigs: sigs, mutex: s.client.Mutex(name, ttl),
-		exited: func() { deadline = time.AfterFunc(releaseTimeout, cancel) }}
-	run, err := s.client.OncePer(ctx, name, o.oncePer, r.job, ttl)
+	// There is no wait for the lock to interrupt: signals received before
+	// the command starts (the checks take a few round trips) are passed on
+	// to it once it has started, or ignored if it does not run here. The
+	// run's record and the release, after the command, have contexts of
+	// their own, of a lease (--ttl) each at most. A failed run is recorded
+	// (see "A failed run counts as done" in docs/cli.md).
+	r := &onceRun{name: name, path: path, argv: argv, o: o, sigs: sigs, mutex: s.client.Mutex(name, ttl)}
+	run, err := s.client.OncePer(context.Background(), name, o.oncePer, r.job, ttl, distlock.WithFailuresRecorded())
 	if r.called {
 		if o.verbose {
 			fmt.Fprintf(os.Stderr, "distlock run: ran the command of %q in period %d of %v, token %d\n",
@@ -90,13 +81,18 @@ func skipped(name string, period time.Duration, run distlock.Run) string {
 			name, holderString(run.By), run.By.Since.Format(time.RFC3339), formatAge(run.By.Since),
 			run.Token, run.Period, period)
 	}
-	outcome := "succeeded"
-	if run.Err != "" {
-		outcome = "failed: " + oneLine(run.Err)
-	}
 	return fmt.Sprintf("%q already ran in period %d of %v: on %s, ended %s (%s ago), token %d, %s; not run here",
 		name, run.Period, period, holderString(run.By), run.At.Format(time.RFC3339), formatAge(run.At),
-		run.Token, outcome)
+		run.Token, outcome(run))
+}
+
+// outcome says how the recorded run ended: "succeeded", or "failed: "
+// and its error.
+func outcome(run distlock.Run) string {
+	if run.Err != nil {
+		return "failed: " + oneLine(run.Err.Error())
+	}
+	return "succeeded"
 }
 
 // A onceRun is the command that run --once-per runs when its turn comes,
@@ -109,9 +105,6 @@ type onceRun struct {
 	o     *runOptions
 	sigs  chan os.Signal
 	mutex *distlock.Mutex // NAME, re-entered to watch its lease (see job)
-	// exited is called once the command has exited (or could not start),
-	// before OncePer records its run and releases the lock.
-	exited func()
 
 	called  bool  // job was called: the command's turn came
 	started bool  // the command started
@@ -127,7 +120,6 @@ type onceRun struct {
 // of the lock.
 func (r *onceRun) job(lease context.Context, token uint64) error {
 	r.called = true
-	defer r.exited()
 	if lease.Err() != nil { // lost already: a very short --ttl
 		r.lost = context.Cause(lease)
 		r.err = fmt.Errorf("lost the lock before the command started: %s", lossReason(r.lost))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,6 +42,12 @@ any.
 An election is held by its leader: status shows it as a mutex's holder,
 with the value it campaigned with (an address, say); its token is the
 leader's term. The candidates that wait to lead are queued.
+
+Whatever its state, status shows the last run of NAME that "run
+--once-per" (or the library's Once or OncePer) recorded, if Redis still
+keeps it: by whom (host/pid), when it ended, its token, its period (with
+--once-per: the number i of the period [i*PERIOD, (i+1)*PERIOD) since
+the Unix epoch, on the Redis server's clock) and how it ended.
 
 With --json it prints one JSON object with these fields, which are stable:
 
@@ -90,6 +97,17 @@ With --json it prints one JSON object with these fields, which are stable:
   queued_permits  number  the permits that a semaphore's queue waits for
   value       string   the value an election's leader campaigned with;
                        "" for the other kinds
+  last_run    object   the last recorded run of NAME as a job that runs
+                       once (run --once-per), or null if there is none
+                       (and in list --json, which does not read it):
+    host      string     the host it ran on
+    pid       number     its process id
+    ended     string     when it ended (RFC 3339, by that host's clock)
+    token     number     the fencing token it ran with
+    period    number     the period it ran for (--once-per); 0 for a
+                         job that runs once per key (the library's Once)
+    error     string     how it failed ("exit status 3"); "" if it
+                         succeeded
 
 The exit status is 0 whether the lock is held or not.
 `,
@@ -98,6 +116,7 @@ The exit status is 0 whether the lock is held or not.
   distlock status --json dataset | jq -r '.readers[].host'
   distlock status --json partner-api | jq '.capacity - .in_use'
   distlock status --json scheduler | jq -r .value
+  distlock status --json nightly-report | jq -r '.last_run.ended // "never"'
 `,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
 		rf := addRedisFlags(fs)
@@ -129,50 +148,80 @@ func status(rf *redisFlags, name string, asJSON bool) error {
 	if err != nil {
 		return s.failure(err)
 	}
-	if asJSON {
-		return writeJSON(os.Stdout, newLockState(v))
+	var last *distlock.Run
+	run, ok, err := s.client.LastRun(ctx, name)
+	switch {
+	case err != nil && !errors.Is(err, distlock.ErrUnsupported): // Redlock keeps no records
+		return s.failure(err)
+	case ok:
+		last = &run
 	}
-	writeStatus(os.Stdout, v)
+	if asJSON {
+		st := newLockState(v)
+		st.LastRun = newRunState(last)
+		return writeJSON(os.Stdout, st)
+	}
+	writeStatus(os.Stdout, v, last)
 	return nil
 }
 
-// writeStatus prints the state v as aligned "field: value" lines.
-func writeStatus(w io.Writer, v lockView) {
+// writeStatus prints the state v, and the last run of the lock's name as
+// a job that runs once if there is one, as aligned "field: value" lines.
+func writeStatus(w io.Writer, v lockView, last *distlock.Run) {
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	defer tw.Flush()
 	switch v.kind {
 	case kindRW:
 		writeRWStatus(tw, v.rw)
-		return
 	case kindSemaphore:
 		writeSemStatus(tw, v.sem)
-		return
+	default:
+		writeMutexStatus(tw, v)
 	}
+	if last != nil {
+		fmt.Fprintf(tw, "last run:\t%s\n", describeRun(*last))
+	}
+}
+
+// describeRun describes a recorded run: "web-1/4242, ended
+// 2026-11-24T21:20:03Z (1m2s ago), token 1795555189194255, period
+// 5985184, failed: exit status 3"; a run of Once has no period.
+func describeRun(run distlock.Run) string {
+	s := fmt.Sprintf("%s, ended %s (%s ago), token %d", holderString(run.By), run.At.Format(time.RFC3339), formatAge(run.At), run.Token)
+	if run.Period != 0 {
+		s += fmt.Sprintf(", period %d", run.Period)
+	}
+	return s + ", " + outcome(run)
+}
+
+// writeMutexStatus prints the state v of a mutex (plain or fair), an
+// election, or a free name.
+func writeMutexStatus(w io.Writer, v lockView) {
 	info := v.mutex
-	fmt.Fprintf(tw, "name:\t%s\n", info.Name)
+	fmt.Fprintf(w, "name:\t%s\n", info.Name)
 	state := "free"
 	if info.Locked {
 		state = "locked"
 	}
-	fmt.Fprintf(tw, "state:\t%s\n", state)
+	fmt.Fprintf(w, "state:\t%s\n", state)
 	if v.kind != kindNone {
-		fmt.Fprintf(tw, "kind:\t%s\n", v.kind)
+		fmt.Fprintf(w, "kind:\t%s\n", v.kind)
 	}
 	switch {
 	case info.Locked && v.kind == kindElection:
-		writeHolder(tw, "leader", info.Holder, info.Holds, info.TTL, info.Token)
-		fmt.Fprintf(tw, "value:\t%q\n", v.value)
+		writeHolder(w, "leader", info.Holder, info.Holds, info.TTL, info.Token)
+		fmt.Fprintf(w, "value:\t%q\n", v.value)
 	case info.Locked:
-		writeHolder(tw, "holder", info.Holder, info.Holds, info.TTL, info.Token)
+		writeHolder(w, "holder", info.Holder, info.Holds, info.TTL, info.Token)
 	}
-	fmt.Fprintf(tw, "last token:\t%d\n", info.LastToken)
+	fmt.Fprintf(w, "last token:\t%d\n", info.LastToken)
 	if v.kind == kindFair || v.kind == kindElection {
-		fmt.Fprintf(tw, "queued:\t%d\n", info.Queued)
+		fmt.Fprintf(w, "queued:\t%d\n", info.Queued)
 	} else {
-		fmt.Fprintf(tw, "waiters:\t%d\n", info.Waiters)
+		fmt.Fprintf(w, "waiters:\t%d\n", info.Waiters)
 	}
 	if v.kind == kindNone && v.sem.Capacity != 0 {
-		fmt.Fprintf(tw, "capacity:\t%d (kept in Redis for the next semaphore of this name)\n", v.sem.Capacity)
+		fmt.Fprintf(w, "capacity:\t%d (kept in Redis for the next semaphore of this name)\n", v.sem.Capacity)
 	}
 }
 
@@ -289,6 +338,29 @@ type lockState struct {
 	Holders       []semHolderState `json:"holders"`
 	QueuedPermits int              `json:"queued_permits"`
 	Value         string           `json:"value"`
+	LastRun       *runState        `json:"last_run"`
+}
+
+// runState is the JSON form of the recorded run of a job that runs once.
+type runState struct {
+	Host   string    `json:"host"`
+	PID    int       `json:"pid"`
+	Ended  time.Time `json:"ended"`
+	Token  uint64    `json:"token"`
+	Period uint64    `json:"period"`
+	Error  string    `json:"error"`
+}
+
+// newRunState is the JSON form of run, nil for none.
+func newRunState(run *distlock.Run) *runState {
+	if run == nil {
+		return nil
+	}
+	st := &runState{Host: run.By.Host, PID: run.By.PID, Ended: run.At.UTC(), Token: run.Token, Period: run.Period}
+	if run.Err != nil {
+		st.Error = run.Err.Error()
+	}
+	return st
 }
 
 // holderState is the JSON form of a lock's holder.

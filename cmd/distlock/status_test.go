@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func statusJSON(t *testing.T, srv *redistest.Server, name string) lockState {
 	}
 	want := []string{"name", "kind", "locked", "mode", "holder", "holds", "ttl_ms", "token", "last_token", "waiters",
 		"fair", "queued", "writer", "readers", "queued_readers", "queued_writers",
-		"capacity", "in_use", "holders", "queued_permits", "value"}
+		"capacity", "in_use", "holders", "queued_permits", "value", "last_run"}
 	for _, f := range want {
 		if _, ok := fields[f]; !ok {
 			t.Errorf("status --json has no field %q: %s", f, r.stdout)
@@ -358,5 +359,44 @@ func TestUnlockForceFair(t *testing.T) {
 	}
 	if code := waiter.wait(); code != 0 {
 		t.Errorf("waiter: exit status %d; stderr:\n%s", code, waiter.errOut())
+	}
+}
+
+// TestStatusShowsLastRun checks that status shows the recorded run of a
+// job that runs once: a run --once-per that failed, and a library Once
+// that succeeded.
+func TestStatusShowsLastRun(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	run(t, "run", "--redis", srv.URL(), "--once-per", longPeriod, "job", "--", "sh", "-c", "exit 3").wantCode(t, 3)
+	r := run(t, "status", "--redis", srv.URL(), "job")
+	r.wantCode(t, 0)
+	host, _ := os.Hostname()
+	lastRun := regexp.MustCompile(`(?m)^last run: +` + regexp.QuoteMeta(host) + `/\d+, ended \S+ \(\S+ ago\), token \d+, period \d+, failed: exit status 3$`)
+	if !strings.Contains(r.stdout, "state:      free") || !lastRun.MatchString(r.stdout) {
+		t.Errorf("status after a failed run --once-per:\n%s\nwant it free, with a line matching %s", r.stdout, lastRun)
+	}
+	st := statusJSON(t, srv, "job")
+	if lr := st.LastRun; lr == nil || lr.Host != host || lr.PID == 0 || lr.Token == 0 || lr.Token != st.LastToken ||
+		lr.Period == 0 || lr.Error != "exit status 3" || time.Since(lr.Ended).Abs() > time.Minute {
+		t.Errorf("status --json after a failed run --once-per: last_run %+v, want it on %s, with the last token %d, a period, its failure, just now",
+			lr, host, st.LastToken)
+	}
+
+	if _, err := c.Once(context.Background(), "init", time.Hour, func(context.Context, uint64) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "status", "--redis", srv.URL(), "init")
+	r.wantCode(t, 0)
+	lastRun = regexp.MustCompile(`(?m)^last run: +` + regexp.QuoteMeta(host) + `/` + itoa(os.Getpid()) + `, ended \S+ \(\S+ ago\), token \d+, succeeded$`)
+	if !lastRun.MatchString(r.stdout) {
+		t.Errorf("status after a successful Once:\n%s\nwant a line matching %s", r.stdout, lastRun)
+	}
+	if lr := statusJSON(t, srv, "init").LastRun; lr == nil || lr.PID != os.Getpid() || lr.Period != 0 || lr.Error != "" {
+		t.Errorf("status --json after a successful Once: last_run %+v, want this process's, no period, no error", lr)
+	}
+	if lr := statusJSON(t, srv, "never").LastRun; lr != nil {
+		t.Errorf("status --json of a name that never ran: last_run %+v, want null", lr)
 	}
 }

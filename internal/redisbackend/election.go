@@ -12,7 +12,11 @@ import (
 // An Announcement is what an election's channel says: a new leader, or,
 // with Term 0, that nobody leads.
 type Announcement struct {
-	Term  uint64
+	Term uint64
+	// Ended is, when nobody leads, the term that ended; 0 when it is not
+	// known: the fencing counter had expired, or the announcement was
+	// made by an older version's script, which sends none.
+	Ended uint64
 	Value string
 	ID    string // the leader's owner id, as OwnerID shows it
 	Host  string
@@ -35,18 +39,21 @@ func (b *Backend) WatchLeader(ctx context.Context, name string, fn func(a Announ
 }
 
 // parseAnnouncement reads queue.lua's announce: a JSON object of strings
-// {term, value, host, pid, since}, or {} when nobody leads.
+// {term, value, id, host, pid, since} for a new leader, {ended} when
+// nobody leads, or {} when nobody leads and the term that ended is not
+// known (older versions always send that).
 func parseAnnouncement(payload string) Announcement {
 	var m struct {
-		Term, Value, ID, Host, PID, Since string
+		Term, Ended, Value, ID, Host, PID, Since string
 	}
 	if json.Unmarshal([]byte(payload), &m) != nil {
 		return Announcement{}
 	}
 	term, _ := strconv.ParseUint(m.Term, 10, 64)
+	ended, _ := strconv.ParseUint(m.Ended, 10, 64)
 	pid, _ := strconv.Atoi(m.PID)
 	since, _ := strconv.ParseInt(m.Since, 10, 64)
-	return Announcement{Term: term, Value: m.Value, ID: m.ID, Host: m.Host, PID: pid, Since: time.UnixMilli(since)}
+	return Announcement{Term: term, Ended: ended, Value: m.Value, ID: m.ID, Host: m.Host, PID: pid, Since: time.UnixMilli(since)}
 }
 
 // OwnerID is how an owner id is shown (inspection, announcements): the

@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,18 +30,27 @@ type notifier struct {
 }
 
 type group struct {
-	ps        *redis.PubSub     // replaced by follow; guarded by subMu and mu
-	watches   map[string]*watch // by channel
-	following bool              // follow is subscribing the group again
+	ps        *redis.PubSub       // replaced by follow; guarded by subMu and mu
+	watches   map[string][]*watch // by channel, in the order they began
+	following bool                // follow is subscribing the group again
 }
 
 // A watch delivers a channel's messages: deliver gets each payload, and
 // an empty payload with lost set when messages may have been lost (go-redis
-// reconnected and subscribed again).
+// reconnected and subscribed again). A channel may have several watches:
+// each gets every message, and has its own confirmation and stop.
 type watch struct {
 	deliver   func(payload string, lost bool)
 	confirmed chan struct{} // closed by the first subscribe confirmation
 	isSet     bool
+}
+
+// confirm closes w.confirmed, once; n.mu is held.
+func (w *watch) confirm() {
+	if !w.isSet {
+		w.isSet = true
+		close(w.confirmed)
+	}
 }
 
 func newNotifier(rdb redis.UniversalClient, sharded bool, self string) *notifier {
@@ -55,6 +65,9 @@ func (n *notifier) groupKey(channel string) int {
 }
 
 // watch subscribes to channel and returns once Redis has confirmed it.
+// Every watch sends a SUBSCRIBE of its own, also to a channel that other
+// watches have subscribed already, so that each has a confirmation to wait
+// for (see read).
 func (n *notifier) watch(ctx context.Context, channel string, deliver func(payload string, lost bool)) (func(), error) {
 	w := &watch{deliver: deliver, confirmed: make(chan struct{})}
 	key := n.groupKey(channel)
@@ -69,17 +82,10 @@ func (n *notifier) watch(ctx context.Context, channel string, deliver func(paylo
 	g := n.groups[key]
 	fresh := g == nil
 	if fresh {
-		g = &group{ps: n.newPubSub(), watches: map[string]*watch{}}
+		g = &group{ps: n.newPubSub(), watches: map[string][]*watch{}}
 		n.groups[key] = g
 	}
-	if old := g.watches[channel]; old != nil && !old.isSet {
-		// Replaced before its confirmation came: the channel is subscribed
-		// by the time this watch's confirmation arrives, so the old watch
-		// may end too.
-		old.isSet = true
-		close(old.confirmed)
-	}
-	g.watches[channel] = w
+	g.watches[channel] = append(g.watches[channel], w)
 	n.mu.Unlock()
 	err := n.subscribe(ctx, g.ps, channel)
 	if fresh {
@@ -100,7 +106,8 @@ func (n *notifier) watch(ctx context.Context, channel string, deliver func(paylo
 	}
 	n.subMu.Unlock()
 
-	stop := func() { n.unwatch(key, channel, w) }
+	var once sync.Once
+	stop := func() { once.Do(func() { n.unwatch(key, channel, w) }) }
 	if err != nil {
 		stop()
 		return nil, backendErr(ctx, err)
@@ -131,20 +138,27 @@ func (n *notifier) confirm(ctx context.Context, ps *redis.PubSub, w *watch) erro
 		}
 		if _, ok := m.(*redis.Subscription); ok {
 			n.mu.Lock()
-			w.isSet = true
-			close(w.confirmed)
+			w.confirm()
 			n.mu.Unlock()
 			return nil
 		}
 	}
 }
 
+// unwatch ends the watch w of channel. The channel is unsubscribed when
+// its last watch ends.
 func (n *notifier) unwatch(key int, channel string, w *watch) {
 	n.subMu.Lock()
 	defer n.subMu.Unlock()
 	n.mu.Lock()
 	g := n.groups[key]
-	if g == nil || g.watches[channel] != w {
+	if g == nil {
+		n.mu.Unlock()
+		return
+	}
+	watches := slices.DeleteFunc(g.watches[channel], func(x *watch) bool { return x == w })
+	if len(watches) > 0 {
+		g.watches[channel] = watches
 		n.mu.Unlock()
 		return
 	}
@@ -181,11 +195,15 @@ func (n *notifier) subscribe(ctx context.Context, ps *redis.PubSub, channel stri
 	return ps.Subscribe(ctx, channel)
 }
 
-// read dispatches the messages of g's connection ps until it is closed. A
-// subscription confirmed a second time means go-redis reconnected and
-// subscribed again: releases may have been missed, so the watcher is woken.
-// A sharded subscription that Redis ended while it is watched means that
-// the slot moved to another master: follow subscribes the group there.
+// read dispatches the messages of g's connection ps until it is closed,
+// each to every watch of its channel. A subscribe confirmation confirms
+// every watch of its channel still waiting for one (the channel is
+// subscribed), and tells the watches confirmed before it that messages
+// may have been lost: it may be go-redis's subscription again after a
+// reconnection, which cannot be told from the reply to a new watch's
+// SUBSCRIBE, and a needless look costs little. A sharded subscription
+// that Redis ended while it is watched means that the slot moved to
+// another master: follow subscribes the group there.
 func (n *notifier) read(g *group, ps *redis.PubSub) {
 	defer n.wg.Done()
 	for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
@@ -200,7 +218,7 @@ func (n *notifier) read(g *group, ps *redis.PubSub) {
 		case *redis.Subscription:
 			if m.Kind == "sunsubscribe" {
 				n.mu.Lock()
-				moved := g.ps == ps && g.watches[m.Channel] != nil && !g.following && !n.closed
+				moved := g.ps == ps && len(g.watches[m.Channel]) > 0 && !g.following && !n.closed
 				if moved {
 					g.following = true
 					n.wg.Add(1)
@@ -217,14 +235,17 @@ func (n *notifier) read(g *group, ps *redis.PubSub) {
 			continue
 		}
 		n.mu.Lock()
-		w := g.watches[channel]
-		if w != nil && isConfirm && !w.isSet {
-			w.isSet = true
-			close(w.confirmed)
-			w = nil
+		var few [2]*watch // most channels have one watch: no allocation
+		to := few[:0]
+		for _, w := range g.watches[channel] {
+			if isConfirm && !w.isSet {
+				w.confirm()
+				continue
+			}
+			to = append(to, w)
 		}
 		n.mu.Unlock()
-		if w != nil {
+		for _, w := range to {
 			w.deliver(payload, isConfirm)
 		}
 	}
@@ -269,13 +290,12 @@ func (n *notifier) follow(g *group) {
 			n.mu.Lock()
 			old := g.ps
 			g.ps, g.following = ps, false
-			watches := make([]*watch, 0, len(g.watches))
-			for _, w := range g.watches {
-				if !w.isSet { // its confirmation was due on the old connection
-					w.isSet = true
-					close(w.confirmed)
+			var watches []*watch
+			for _, ws := range g.watches {
+				for _, w := range ws {
+					w.confirm() // if it was due on the old connection
+					watches = append(watches, w)
 				}
-				watches = append(watches, w)
 			}
 			n.wg.Add(1)
 			go n.read(g, ps)

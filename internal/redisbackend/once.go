@@ -78,3 +78,13 @@ func (b *Backend) RecordOnce(ctx context.Context, name string, rec Record, keep 
 	}
 	return n == 1, nil
 }
+
+// ForgetOnce deletes the record of the job name, and reports whether it
+// had one.
+func (b *Backend) ForgetOnce(ctx context.Context, name string) (bool, error) {
+	n, err := b.rdb.Del(ctx, b.cfg.Keys.Done(name)).Result()
+	if err != nil {
+		return false, backendErr(ctx, err)
+	}
+	return n == 1, nil
+}

@@ -35,12 +35,16 @@ func kindName(k engine.Kind) string {
 // node, not on a quorum.
 var errOnce = fmt.Errorf("%w: Once over Redlock: its record of done jobs would not be kept by a quorum", engine.ErrUnsupported)
 
-// CheckOnce and RecordOnce refuse: see errOnce.
+// CheckOnce, RecordOnce and ForgetOnce refuse: see errOnce.
 func (b *Backend) CheckOnce(context.Context, string, time.Duration) (uint64, redisbackend.Record, bool, error) {
 	return 0, redisbackend.Record{}, false, errOnce
 }
 
 func (b *Backend) RecordOnce(context.Context, string, redisbackend.Record, time.Duration) (bool, error) {
+	return false, errOnce
+}
+
+func (b *Backend) ForgetOnce(context.Context, string) (bool, error) {
 	return false, errOnce
 }
 

@@ -208,15 +208,22 @@ end
 
 -- announce tells the observers of an election who leads now, on the
 -- channel '<lock>:leader': a JSON object {term, value, id, host, pid,
--- since} for a new leader (token nil: '{}', nobody leads), id being the
--- first 16 hex digits of the SHA-1 of its owner id (the owner id itself is
--- secret). Every script that changes an election's leader announces it,
--- so observers see every change, in order.
+-- since} for a new leader, id being the first 16 hex digits of the SHA-1
+-- of its owner id (the owner id itself is secret); with token nil, that
+-- nobody leads: {ended}, the term that ended, which is the last token the
+-- fencing counter issued (only a new leader takes one), or '{}' if the
+-- counter has expired. Every script that changes an election's leader
+-- announces it, so observers see every change, in order.
 local function announce(k, mode, owner, token, value, pid, host, now)
   local message = '{}'
   if token then
     message = cjson.encode({term = token, value = value, id = string.sub(redis.sha1hex(owner), 1, 16),
       host = host, pid = pid, since = int(now)})
+  else
+    local ended = redis.call('GET', k[2])
+    if ended then
+      message = cjson.encode({ended = ended})
+    end
   end
   publish(k[1] .. ':leader', mode, message)
 end
