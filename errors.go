@@ -27,14 +27,15 @@ import (
 // The ops are the methods' names in lower case, with a hyphen between
 // words: lock, try-lock, rlock, try-rlock, acquire, try-acquire,
 // campaign, unlock, extend, inspect, force-unlock, revoke, leader, set-permits,
-// list, once and once-per. The cause of a lease's context
+// list, once, once-per, forget and last-run. The cause of a lease's context
 // (context.Cause(lease.Context())) has the op hold. The Err methods of
 // the locks have the name of the Client's method that made the lock:
 // mutex, fair-mutex, rwmutex, semaphore, election or multi-mutex.
 //
 // Errors about no lock read "distlock: [<op>: ]<what>[: <cause>]": an
 // invalid option of New or NewRedlock (Client.Err, with no op), Close
-// (close), and a nil *Lease (unlock, extend, hold):
+// (close), Do with a nil Locker or job (do), and a nil *Lease (unlock,
+// extend, hold):
 //
 //	distlock: invalid option: prefix "a{": contains a brace
 //

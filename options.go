@@ -123,8 +123,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithEventHandler calls fn for every event (acquire, wait, renew, renew
-// failure, loss, release), for metrics or tracing. fn runs synchronously on
-// the engine's goroutines and must not block.
+// failure, loss, release, a failed Observe watch), for metrics or tracing.
+// fn runs synchronously on the engine's goroutines, and on Observe's, and
+// must not block.
 func WithEventHandler(fn func(Event)) Option {
 	return func(c *clientConfig) { c.handler = fn }
 }
