@@ -106,6 +106,18 @@ func (v lockView) locked() bool {
 	return v.mutex.Locked
 }
 
+// queued is how many wait in the lock's queue (a fair or read-write lock,
+// a semaphore, an election).
+func (v lockView) queued() int {
+	switch v.kind {
+	case kindRW:
+		return v.rw.QueuedReaders + v.rw.QueuedWriters
+	case kindSemaphore:
+		return v.sem.Waiters
+	}
+	return v.mutex.Queued
+}
+
 // inspectAttempts bounds how many times inspect reads a lock whose kind
 // changes as it reads it.
 const inspectAttempts = 3

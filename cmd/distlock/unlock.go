@@ -205,8 +205,22 @@ func semHolders(info distlock.SemaphoreInfo) string {
 // held by an owner of v (the holders that v shows are no longer the
 // holders the release removed), or cannot be inspected; the release
 // itself succeeded.
+//
+// A lock whose revoked holder's lease ran out is free until a waiter's
+// script notices (the first in line refreshes its place when that lease
+// ends): while it is free with waiters queued, nextHolders looks again,
+// for grantWait at most.
 func nextHolders(ctx context.Context, s *session, name string, v lockView) string {
+	deadline := time.Now().Add(grantWait)
 	now, err := s.inspect(ctx, name)
+	for delay := 5 * time.Millisecond; err == nil && !now.locked() && now.queued() > 0 && time.Now().Before(deadline); delay = min(2*delay, 100*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(delay):
+		}
+		now, err = s.inspect(ctx, name)
+	}
 	if err != nil || !now.locked() || now.kind != v.kind {
 		return ""
 	}
@@ -218,6 +232,12 @@ func nextHolders(ctx context.Context, s *session, name string, v lockView) strin
 	}
 	return "; now held " + holders(now)
 }
+
+// grantWait bounds how long unlock waits for the first waiter of a lock
+// left free to be granted it: a place is refreshed a third of its queue
+// timeout apart (5 s by default), and at once when the lease before it
+// ends.
+const grantWait = 2 * time.Second
 
 // tokens returns the tokens of the holders of the lock of v.
 func tokens(v lockView) []uint64 {
