@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +21,8 @@ import (
 
 // oncePer is the body of a "once-per" helper process: for duration, it
 // calls OncePer(name, period) every 10 to 40 ms, and prints "ran PERIOD
-// TOKEN" for each run it made.
+// TOKEN" for each run it made, and "saw PERIOD" for each call that found
+// the period's run done or running elsewhere.
 func oncePer(ctx context.Context, c *distlock.Client, name string, period, duration time.Duration) int {
 	end := time.Now().Add(duration)
 	for time.Now().Before(end) {
@@ -43,6 +46,8 @@ func oncePer(ctx context.Context, c *distlock.Client, name string, period, durat
 		}
 		if run.State == distlock.RanHere {
 			fmt.Println("ran", run.Period, run.Token)
+		} else {
+			fmt.Println("saw", run.Period)
 		}
 		time.Sleep(time.Duration(10+rand.IntN(30)) * time.Millisecond)
 	}
@@ -50,42 +55,53 @@ func oncePer(ctx context.Context, c *distlock.Client, name string, period, durat
 }
 
 // Three processes call OncePer every few tens of milliseconds for 20
-// periods of 200 ms: exactly one run per period, by tokens that increase.
+// periods of 200 ms: every period that a call saw was run exactly once,
+// by tokens that increase. (A period that no call saw, on a machine too
+// loaded to call within it, says nothing either way.)
 func TestOncePerAcrossProcesses(t *testing.T) {
 	srv := redistest.Start(t)
 	const period, periods = 200 * time.Millisecond, 20
-	start := time.Now()
 	var hs []*helper
 	for p := 0; p < 3; p++ {
 		hs = append(hs, startHelper(t, "once-per", srv.URL(), "report", period.String(), (periods*period).String()))
 	}
 	runs := map[uint64][]uint64{}
+	seen := map[uint64]bool{}
 	for _, h := range hs {
 		for line := range h.lines {
 			f := strings.Fields(line)
-			if len(f) != 3 || f[0] != "ran" {
+			var p, tok uint64
+			switch {
+			case len(f) == 3 && f[0] == "ran":
+				fmt.Sscan(f[1], &p)
+				fmt.Sscan(f[2], &tok)
+				runs[p] = append(runs[p], tok)
+			case len(f) == 2 && f[0] == "saw":
+				fmt.Sscan(f[1], &p)
+			default:
 				continue
 			}
-			var p, tok uint64
-			fmt.Sscan(f[1], &p)
-			fmt.Sscan(f[2], &tok)
-			runs[p] = append(runs[p], tok)
+			seen[p] = true
 		}
 		if err := h.wait(t); err != nil {
 			t.Fatalf("helper: %v", err)
 		}
 	}
-	// Every period wholly inside the run: exactly one run.
-	first := uint64(start.UnixMilli()/period.Milliseconds()) + 1
-	last := first + periods - 3
-	for p := first; p <= last; p++ {
+	if len(seen) < periods/2 {
+		t.Fatalf("the calls saw %d periods of %d: the test did not run", len(seen), periods)
+	}
+	for p := range seen {
 		if len(runs[p]) != 1 {
 			t.Errorf("period %d: %d runs %v, want exactly 1", p, len(runs[p]), runs[p])
 		}
 	}
-	for p, toks := range runs {
-		if len(toks) > 1 {
-			t.Errorf("period %d ran %d times", p, len(toks))
+	var lastTok uint64
+	for _, p := range slices.Sorted(maps.Keys(runs)) {
+		if toks := runs[p]; len(toks) == 1 {
+			if toks[0] <= lastTok {
+				t.Errorf("period %d ran with token %d, not above the previous run's %d", p, toks[0], lastTok)
+			}
+			lastTok = toks[0]
 		}
 	}
 }
