@@ -14,8 +14,11 @@
 --   KEYS[4]  QT  sorted set, owner -> server time (ms) at which the place
 --                expires unless its owner refreshes it
 --   KEYS[5]  QI  hash, owner -> 'kind n seq lease queue channel pid host':
---                what a grant needs (see place_info); 'v:<owner>' -> an
---                election candidate's value
+--                what a grant needs (see place_value and place_info: the
+--                channel is the lock key + ':grant:' + the id of the
+--                owner's process; the lock key may hold spaces, the host
+--                is the rest of the value); 'v:<owner>' -> an election
+--                candidate's value
 --   KEYS[6]  H   a shared lock's holders (read-write lock, semaphore):
 --                sorted set, owner -> server time (ms) at which its lease
 --                ends

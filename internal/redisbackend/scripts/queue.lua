@@ -84,26 +84,47 @@ local function join(k, owner, info, wait, now, now_us)
   return {2, -1}
 end
 
--- place_value makes a QI value: kind is 'f' (fair mutex), 'e' (an
--- election's candidate), 'r' or 'w' (the read or write side of a
--- read-write lock) or 's' (a semaphore), n the permits asked for (1 but
--- for a semaphore).
-local function place_value(kind, n, seq, lease, wait, channel, pid, host)
-  return kind .. ' ' .. n .. ' ' .. seq .. ' ' .. lease .. ' ' .. wait .. ' ' .. channel .. ' ' .. pid .. ' ' .. host
+-- place_value makes the QI value of a place of the lock k: kind is 'f'
+-- (fair mutex), 'e' (an election's candidate), 'r' or 'w' (the read or
+-- write side of a read-write lock) or 's' (a semaphore), n the permits
+-- asked for (1 but for a semaphore), id the id of the owner's process
+-- (its Backend), whose grant channel is the lock key + ':grant:' + id.
+-- The channel is stored whole, as earlier versions stored it, but is
+-- never split from the rest: the lock key may contain spaces and any
+-- other character (place_info).
+local function place_value(k, kind, n, seq, lease, wait, id, pid, host)
+  return kind .. ' ' .. n .. ' ' .. seq .. ' ' .. lease .. ' ' .. wait .. ' ' .. k[1] .. ':grant:' .. id .. ' ' ..
+    pid .. ' ' .. host
 end
 
--- place_info parses a QI value: the place's kind, the permits asked for,
--- the number of the owner's last request applied, the lease it asked for,
--- its queue timeout, the channel its process watches for grants, its pid
--- and host.
-local function place_info(v)
-  local kind, n, seq, lease, wait, channel, pid, host =
-    string.match(v, '^(%a) (%d+) (%d+) (%d+) (%d+) (%S+) (%d+) (.*)$')
-  return kind, tonumber(n), tonumber(seq), tonumber(lease), tonumber(wait), channel, pid, host
+-- place_info parses a QI value of the lock k: the place's kind, the
+-- permits asked for, the number of the owner's last request applied, the
+-- lease it asked for, its queue timeout, the id of its process, its pid
+-- and host; or nil if v is not such a value. Only the five numbers at the
+-- start, the process id and the pid are read as words: the channel is
+-- matched as the text it must be (the lock key is not a word, and not a
+-- pattern), and the host is the rest, whatever it holds.
+local function place_info(k, v)
+  local kind, n, seq, lease, wait, rest = string.match(v, '^(%a) (%d+) (%d+) (%d+) (%d+) (.*)$')
+  local grants = k[1] .. ':grant:'
+  if not rest or string.sub(rest, 1, #grants) ~= grants then
+    return nil
+  end
+  local id, pid, host = string.match(string.sub(rest, #grants + 1), '^(%x+) (%d+) (.*)$')
+  if not id then
+    return nil
+  end
+  return kind, tonumber(n), tonumber(seq), tonumber(lease), tonumber(wait), id, pid, host
+end
+
+-- grant_channel is where the process id hears of the grants of the lock k.
+local function grant_channel(k, id)
+  return k[1] .. ':grant:' .. id
 end
 
 -- head returns the first place's owner, kind and QI value, or nil. A place
--- without its QI value (keys changed by hand) is dropped.
+-- without a QI value that place_info reads (keys changed by hand) is
+-- dropped.
 local function head(k)
   while true do
     local owner = redis.call('ZRANGE', k[3], 0, 0)[1]
@@ -111,11 +132,10 @@ local function head(k)
       return nil
     end
     local info = redis.call('HGET', k[5], owner)
-    if info then
+    if info and place_info(k, info) then
       return owner, string.sub(info, 1, 1), info
     end
-    redis.call('ZREM', k[3], owner)
-    redis.call('ZREM', k[4], owner)
+    drop_place(k, owner)
   end
 end
 
@@ -257,7 +277,7 @@ end
 -- with glease the shorter of the lease and the queue timeout, measured
 -- from when the store applied request gseq.
 local function grant_place(k, retention, owner, info, now, batch, quiet, mode)
-  local kind, n, seq, lease, wait, channel, pid, host = place_info(info)
+  local kind, n, seq, lease, wait, id, pid, host = place_info(k, info)
   local glease = math.min(lease, wait)
   local left = tonumber(redis.call('ZSCORE', k[4], owner)) - now
   local expire = math.max(math.min(lease, left), 1)
@@ -272,6 +292,7 @@ local function grant_place(k, retention, owner, info, now, batch, quiet, mode)
     token = shared_admit(k, retention, owner, kind, n, 1, expire, glease, seq, pid, host, now)
   end
   if owner ~= quiet then
+    local channel = grant_channel(k, id)
     batch[channel] = (batch[channel] or 'g') .. ' ' .. redis.sha1hex(owner) .. ' ' .. token .. ' ' .. seq .. ' ' .. glease
   end
 end

@@ -53,14 +53,20 @@ for i = 1, #KEYS / 8 do
   end
   local token, gseq, glease = holding(k, owner)
   local info = redis.call('HGET', k[5], owner)
+  local side, n, last, _, _, id, pid, host
+  if info then
+    side, n, last, _, _, id, pid, host = place_info(k, info)
+    if not side then
+      drop_place(k, owner) -- a record changed by hand
+    end
+  end
   if token then
     out[i] = {1, token, gseq, glease}
-  elseif info == false or redis.call('GET', k[7]) then
+  elseif not side or redis.call('GET', k[7]) then
     out[i] = {0}
   else
-    local side, n, last, _, _, channel, pid, host = place_info(info)
     if seq > last then
-      redis.call('HSET', k[5], owner, place_value(side, n, seq, lease, wait, channel, pid, host))
+      redis.call('HSET', k[5], owner, place_value(k, side, n, seq, lease, wait, id, pid, host))
       redis.call('ZADD', k[4], int(now + wait), owner)
       queue_ttl(k, now)
     end

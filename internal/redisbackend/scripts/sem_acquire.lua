@@ -27,7 +27,8 @@
 -- ARGV[8]  queue timeout in ms: how long a place lasts without a refresh;
 --          '0' never queues (TryAcquire)
 -- ARGV[9]  the request's number, 1 for an acquisition
--- ARGV[10] the channel the owner's process watches for grants
+-- ARGV[10] the id of the owner's process, which hears of grants on the lock
+--          key + ':grant:' + this id
 -- ARGV[11] 's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
 --
 -- Returns, with cap the capacity in force as the last element:
@@ -45,7 +46,7 @@
 --                      granted, nothing changed
 
 local k = KEYS
-local owner, n, capacity, lease, retention, host, pid, wait, seq, channel, mode =
+local owner, n, capacity, lease, retention, host, pid, wait, seq, id, mode =
   ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]),
   ARGV[9], ARGV[10], ARGV[11]
 
@@ -96,6 +97,6 @@ local token, gseq, glease = holding(k, owner)
 if token then
   return {1, token, 1, gseq, glease, cap} -- this owner was among them
 end
-local reply = join(k, owner, place_value('s', n, seq, lease, wait, channel, pid, host), wait, now, now_us)
+local reply = join(k, owner, place_value(k, 's', n, seq, lease, wait, id, pid, host), wait, now, now_us)
 reply[3] = cap
 return reply
