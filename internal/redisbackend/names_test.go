@@ -93,3 +93,73 @@ func TestPlaceRecords(t *testing.T) {
 		t.Fatal("the unreadable place is still there")
 	}
 }
+
+// One lock's failure in a batch (here a key of the wrong type, changed by
+// hand) fails that lock's step alone, as an unknown outcome: the other
+// locks of the same script call, before and after it, are renewed or
+// refreshed.
+func TestBatchItemFailsAlone(t *testing.T) {
+	b, _ := fairPair(t)
+	ctx := t.Context()
+	k := b.cfg.Keys
+	plain := func(name string) engine.Request {
+		return engine.Request{Name: name, Kind: engine.Plain, Owner: "o", Hold: 1, Lease: time.Minute, Seq: 1}
+	}
+	permit := func(name string) engine.Request {
+		r := sem("o", 1, 1)
+		r.Name = name
+		return r
+	}
+	longer := func(r engine.Request) engine.Request { // renewed for two minutes
+		r.Seq, r.Lease, r.Queue = 2, 2*time.Minute, 0
+		return r
+	}
+	spoil := func(key string) { b.rdb.Del(ctx, key); b.rdb.SAdd(ctx, key, "x") }
+	for _, c := range []struct {
+		script   string
+		take     func(name string)
+		renewal  func(name string) engine.Request
+		spoil    func(name string)
+		extended func(name string) time.Duration // what the renewal extended
+	}{
+		{"renew.lua",
+			func(name string) { mustAcquire(t, b, plain(name)) },
+			func(name string) engine.Request { return longer(plain(name)) },
+			func(name string) { spoil(k.Lock(name)) },
+			func(name string) time.Duration { return b.rdb.PTTL(ctx, k.Lock(name)).Val() }},
+		{"shared_renew.lua",
+			func(name string) { mustAcquire(t, b, permit(name)) },
+			func(name string) engine.Request { return longer(permit(name)) },
+			func(name string) { spoil(k.Holders(name)) },
+			func(name string) time.Duration { return b.rdb.PTTL(ctx, k.Holders(name)).Val() }},
+		{"refresh.lua",
+			func(name string) {
+				mustAcquire(t, b, place(name, "holder"))
+				mustAcquire(t, b, place(name, "o"))
+			},
+			func(name string) engine.Request {
+				r := place(name, "o")
+				r.Seq, r.Queue = 2, 2*time.Minute
+				return r
+			},
+			func(name string) { spoil(k.QueueDeadlines(name)) },
+			func(name string) time.Duration { return b.rdb.PTTL(ctx, k.QueueDeadlines(name)).Val() }},
+	} {
+		names := []string{c.script + " 1", c.script + " spoilt", c.script + " 2"}
+		var reqs []engine.Request
+		for _, name := range names {
+			c.take(name)
+			reqs = append(reqs, c.renewal(name))
+		}
+		c.spoil(names[1])
+		errs := renew(t, b, reqs)
+		if err := errs[1]; !errors.Is(err, engine.ErrBackend) || errors.Is(err, engine.ErrNotHeld) || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Fatalf("%s: the spoilt lock: %v, want an unknown outcome (ErrBackend) with Redis's error", c.script, err)
+		}
+		for _, i := range []int{0, 2} {
+			if ttl := c.extended(names[i]); errs[i] != nil || ttl < 90*time.Second {
+				t.Fatalf("%s: lock %q beside a spoilt one: %v, TTL %v; want renewed for 2m", c.script, names[i], errs[i], ttl)
+			}
+		}
+	}
+}

@@ -108,6 +108,30 @@ local function mint(fence, retention)
   return token
 end
 
+-- per_item runs step(i, ...) for each item i, from 1 to n, of a batch
+-- script (renew.lua, shared_renew.lua, refresh.lua), each in a pcall of
+-- its own, and returns their replies: step's, or, for a step that raised
+-- an error (a command refused, a key of the wrong type), an error reply in
+-- the array of replies. So one item's failure never touches another's
+-- step; the failed step's outcome is unknown (scripts do not roll back:
+-- its writes before the error stay). The error is a Redis error (a
+-- string, or a table with the text in err, depending on the version) or
+-- a Lua error (a string).
+local function per_item(n, step, ...)
+  local out = {}
+  for i = 1, n do
+    local ok, reply = pcall(step, i, ...)
+    if not ok then
+      if type(reply) == 'table' then
+        reply = reply.err
+      end
+      reply = {err = 'ERR ' .. tostring(reply)}
+    end
+    out[i] = reply
+  end
+  return out
+end
+
 local function publish(channel, mode, message)
   if mode == 's' then
     redis.call('SPUBLISH', channel, message)

@@ -27,17 +27,21 @@
 --   {2, pttl}         still waiting; pttl is the lock's remaining lease if
 --                     the waiter is first in line, else -1
 --   {0}               no place: it expired (the waiter was paused or cut
---                     off for longer than its queue timeout) or the waiter
---                     was abandoned. A refresh never makes a place: one
---                     that arrives late cannot queue an owner that has
---                     moved on.
+--                     off for longer than its queue timeout), it was
+--                     dropped (a semaphore's capacity shrank below its
+--                     permits), or the waiter was abandoned. A refresh
+--                     never makes a place: one that arrives late cannot
+--                     queue an owner that has moved on.
+--   an error reply    this waiter's step failed (a command refused, a key
+--                     of the wrong type): its outcome is unknown. Each
+--                     waiter's step runs in a pcall of its own, so that
+--                     the others' are not affected.
 --
 -- A request numbered below the last one applied changes nothing: its
 -- place lasts as the later request set it.
 
-local out = {}
-local now = clock()
-for i = 1, #KEYS / 8 do
+-- refresh_one refreshes waiter i and returns its reply.
+local function refresh_one(i, now)
   local k = {unpack(KEYS, 8 * i - 7, 8 * i)}
   local a = 7 * (i - 1)
   local owner, lease, wait, seq, retention, mode, capacity =
@@ -52,33 +56,36 @@ for i = 1, #KEYS / 8 do
     redis.call('SET', k[8], capacity, 'NX', 'PX', retention)
   end
   local token, gseq, glease = holding(k, owner)
+  if token then
+    return {1, token, gseq, glease}
+  end
   local info = redis.call('HGET', k[5], owner)
   local side, n, last, _, _, id, pid, host
   if info then
     side, n, last, _, _, id, pid, host = place_info(k, info)
-    if not side then
+  end
+  if not side then
+    if info then
       drop_place(k, owner) -- a record changed by hand
     end
+    return {0}
   end
+  if redis.call('GET', k[7]) then
+    return {0}
+  end
+  if seq > last then
+    redis.call('HSET', k[5], owner, place_value(k, side, n, seq, lease, wait, id, pid, host))
+    redis.call('ZADD', k[4], int(now + wait), owner)
+    queue_ttl(k, now)
+  end
+  settle(k, retention, mode, now, owner) -- the lock may admit waiters now
+  token, gseq, glease = holding(k, owner)
   if token then
-    out[i] = {1, token, gseq, glease}
-  elseif not side or redis.call('GET', k[7]) then
-    out[i] = {0}
-  else
-    if seq > last then
-      redis.call('HSET', k[5], owner, place_value(k, side, n, seq, lease, wait, id, pid, host))
-      redis.call('ZADD', k[4], int(now + wait), owner)
-      queue_ttl(k, now)
-    end
-    settle(k, retention, mode, now, owner) -- the lock may admit waiters now
-    token, gseq, glease = holding(k, owner)
-    if token then
-      out[i] = {1, token, gseq, glease}
-    elseif head(k) == owner then
-      out[i] = {2, redis.call('PTTL', k[1])}
-    else
-      out[i] = {2, -1}
-    end
+    return {1, token, gseq, glease}
+  elseif head(k) == owner then
+    return {2, redis.call('PTTL', k[1])}
   end
+  return {2, -1}
 end
-return out
+
+return per_item(#KEYS / 8, refresh_one, clock())
