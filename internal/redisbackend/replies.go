@@ -55,26 +55,33 @@ func acquireOutcome(res []any) (engine.Grant, error) {
 }
 
 // refreshOutcome reads one reply of refresh.lua: {1, token, gseq, glease}
-// (acquired), {2, pttl} (queued), {0} (no place), or an error reply: that
-// waiter's step failed, its outcome is unknown.
+// (acquired), {2, pttl} (queued), with a semaphore's capacity added to
+// both, {0} (no place), or an error reply: that waiter's step failed, its
+// outcome is unknown.
 func refreshOutcome(v any) (engine.Grant, error) {
 	if err := itemError(v); err != nil {
 		return engine.Grant{}, fmt.Errorf("%w: refresh: %w", engine.ErrBackend, err)
 	}
 	res, _ := v.([]any)
 	code, ok := replyInt(res, 0)
+	var capacity int64
+	if ok && (code == 1 && len(res) == 5 || code == 2 && len(res) == 3) {
+		capacity, ok = replyInt(res, len(res)-1)
+		res = res[:len(res)-1]
+	}
 	switch {
 	case !ok:
 	case code == 0 && len(res) == 1:
 		return engine.Grant{}, fmt.Errorf("%w: the place in the queue is gone", engine.ErrNotHeld)
 	case code == 2 && len(res) == 2:
-		return engine.Grant{Queued: true, TTL: replyTTL(res, 1)}, nil
+		return engine.Grant{Queued: true, TTL: replyTTL(res, 1), Capacity: int(capacity)}, nil
 	case code == 1 && len(res) == 4:
 		tok, err := replyToken(res, 1)
 		seq, ok1 := replyInt(res, 2)
 		lease, ok2 := replyInt(res, 3)
 		if err == nil && ok1 && ok2 {
-			return engine.Grant{Acquired: true, Token: tok, Seq: uint64(seq), Lease: time.Duration(lease) * time.Millisecond}, nil
+			return engine.Grant{Acquired: true, Token: tok, Seq: uint64(seq), Lease: time.Duration(lease) * time.Millisecond,
+				Capacity: int(capacity)}, nil
 		}
 	}
 	return engine.Grant{}, fmt.Errorf("%w: refresh: unexpected reply %v", engine.ErrBackend, v)

@@ -36,6 +36,8 @@
 --                     of the wrong type): its outcome is unknown. Each
 --                     waiter's step runs in a pcall of its own, so that
 --                     the others' are not affected.
+-- A semaphore's waiter gets the capacity in force added to the first two:
+-- {1, token, gseq, glease, cap} and {2, pttl, cap}.
 --
 -- A request numbered below the last one applied changes nothing: its
 -- place lasts as the later request set it.
@@ -55,9 +57,16 @@ local function refresh_one(i, now)
   if capacity > 0 then
     redis.call('SET', k[8], capacity, 'NX', 'PX', retention)
   end
+  -- with_capacity adds a semaphore's capacity in force to a reply.
+  local function with_capacity(r)
+    if capacity > 0 then
+      r[#r + 1] = tonumber(redis.call('GET', k[8]) or '0')
+    end
+    return r
+  end
   local token, gseq, glease = holding(k, owner)
   if token then
-    return {1, token, gseq, glease}
+    return with_capacity({1, token, gseq, glease})
   end
   local info = redis.call('HGET', k[5], owner)
   local side, n, last, _, _, id, pid, host
@@ -81,11 +90,11 @@ local function refresh_one(i, now)
   settle(k, retention, mode, now, owner) -- the lock may admit waiters now
   token, gseq, glease = holding(k, owner)
   if token then
-    return {1, token, gseq, glease}
+    return with_capacity({1, token, gseq, glease})
   elseif head(k) == owner then
-    return {2, redis.call('PTTL', k[1])}
+    return with_capacity({2, redis.call('PTTL', k[1])})
   end
-  return {2, -1}
+  return with_capacity({2, -1})
 end
 
 return per_item(#KEYS / 8, refresh_one, clock())
