@@ -53,13 +53,15 @@
 --   g:<owner>             'gseq glease', as above
 --   i:<owner>             'pid since host', for inspection
 -- and each holder's lease is its expiry in H; the hash and H expire with
--- the last holder (shared_ttl). A semaphore's capacity C outlives them: it
--- expires as the fencing counter does, long after the last use.
+-- the last holder (shared_ttl). A semaphore's capacity C outlives them and
+-- its places (capacity_ttl), and lasts the fence retention after the last
+-- acquisition.
 --
 -- A queue's keys die with it: Q, QT and QI lose their last member when
 -- the last place goes, and Redis deletes an empty key; until then they
 -- expire no earlier than their latest place (queue_ttl), so nothing
--- outlives its waiters. Every script that reads the queue or the holders
+-- outlives its waiters, and nothing a holder or a waiter counts on
+-- expires before it. Every script that reads the queue or the holders
 -- purges the expired ones first: a dead waiter costs at most its queue
 -- timeout, a dead reader or permit holder at most its lease.
 

@@ -140,6 +140,42 @@ local function head(k)
 end
 
 ----------------------------------------------------------------------------
+-- A semaphore's capacity.
+--
+-- Every holder and every waiter of a semaphore counts on its capacity C:
+-- were C to expire under them, the next acquisition would set it again
+-- from its own permits argument, undoing a SetPermits. So C never expires
+-- before the last holder's lease ends or the last place expires: each
+-- step that gives a holder a lease or a place a deadline (shared_admit,
+-- shared_renew.lua, join in sem_acquire.lua, refresh.lua) makes C outlive
+-- it, and C is kept for the fence retention after each acquisition or
+-- SetPermits.
+
+-- outlive makes key, if it exists and expires, expire no sooner than ttl
+-- ms from now. It never shortens a TTL.
+local function outlive(key, ttl)
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < ttl then
+    redis.call('PEXPIRE', key, int(ttl))
+  end
+end
+
+-- capacity_ttl makes C outlive every holder and place of the semaphore k,
+-- and retention ms from now.
+local function capacity_ttl(k, now, retention)
+  local ttl = tonumber(retention)
+  local holder = redis.call('ZRANGE', k[6], -1, -1, 'WITHSCORES')
+  if #holder > 0 then
+    ttl = math.max(ttl, tonumber(holder[2]) - now)
+  end
+  local place = redis.call('ZRANGE', k[4], -1, -1, 'WITHSCORES')
+  if #place > 0 then
+    ttl = math.max(ttl, tonumber(place[2]) - now)
+  end
+  outlive(k[8], ttl)
+end
+
+----------------------------------------------------------------------------
 -- Holders of a shared lock: a read-write lock or a semaphore.
 
 -- shared_ttl makes the lock hash and H expire with the last holder's
@@ -188,8 +224,9 @@ end
 
 -- shared_admit makes owner a holder of the shared lock, with hold id hold
 -- of kind ('r' or 'w' for a read-write lock's sides, 's' for n permits of
--- a semaphore), a fresh token and a lease that ends in expire ms; gseq and
--- glease as for fair_take. The caller has checked that the lock admits it.
+-- a semaphore, whose capacity then outlives the lease), a fresh token and
+-- a lease that ends in expire ms; gseq and glease as for fair_take. The
+-- caller has checked that the lock admits it.
 local function shared_admit(k, retention, owner, kind, n, hold, expire, glease, gseq, pid, host, now)
   local token = mint(k[2], retention)
   redis.call('HSET', k[1], 't:' .. owner, token, 'h:' .. owner, ' ' .. hold .. kind,
@@ -197,6 +234,7 @@ local function shared_admit(k, retention, owner, kind, n, hold, expire, glease, 
   if kind == 's' then
     redis.call('HSET', k[1], 'kind', 'sem', 'n:' .. owner, n)
     redis.call('HINCRBY', k[1], 'used', n)
+    outlive(k[8], expire)
   elseif kind == 'w' then
     redis.call('HSET', k[1], 'kind', 'rw', 'mode', 'write', 'writer', owner)
   else

@@ -13,8 +13,10 @@
 -- ARGV[a+4]  the request's number, increasing per owner
 -- ARGV[a+5]  how long the fencing counter outlives its last use, in ms
 -- ARGV[a+6]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
--- ARGV[a+7]  a semaphore's capacity as the waiter knows it: C is set to it
---            if it has expired (0 for the other kinds)
+-- ARGV[a+7]  a semaphore's capacity as the waiter knows it (0 for the
+--            other kinds): C is set to it only if C is missing, which it
+--            never is while someone holds or waits (see capacity_ttl in
+--            queue.lua) unless it was lost (a failover, a flush)
 --
 -- Returns one reply per waiter:
 --   {1, token, gseq, glease}  the waiter holds the lock: granted by
@@ -54,8 +56,8 @@ local function refresh_one(i, now)
   if kind == 'rw' or kind == 'sem' then
     shared_purge(k, now)
   end
-  if capacity > 0 then
-    redis.call('SET', k[8], capacity, 'NX', 'PX', retention)
+  if capacity > 0 and redis.call('SET', k[8], capacity, 'NX', 'PX', retention) then
+    capacity_ttl(k, now, retention)
   end
   -- with_capacity adds a semaphore's capacity in force to a reply.
   local function with_capacity(r)
@@ -86,6 +88,9 @@ local function refresh_one(i, now)
     redis.call('HSET', k[5], owner, place_value(k, side, n, seq, lease, wait, id, pid, host))
     redis.call('ZADD', k[4], int(now + wait), owner)
     queue_ttl(k, now)
+    if side == 's' then
+      outlive(k[8], wait)
+    end
   end
   settle(k, retention, mode, now, owner) -- the lock may admit waiters now
   token, gseq, glease = holding(k, owner)

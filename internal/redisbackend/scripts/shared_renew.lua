@@ -3,8 +3,11 @@
 -- lib.lua and queue.lua are prepended; lib.lua's header describes the lock
 -- hash and the holders.
 --
--- For holder i (from 1):
--- KEYS[2i-1]    the lock hash L, KEYS[2i] its holders H (one cluster slot)
+-- For holder i (from 1), in one cluster slot:
+-- KEYS[3i-2]    the lock hash L
+-- KEYS[3i-1]    its holders H
+-- KEYS[3i]      its capacity C, if it is a semaphore: C is made to outlive
+--               the new lease (see capacity_ttl in queue.lua)
 -- ARGV[3i-2]    the owner id
 -- ARGV[3i-1]    the new lease in ms
 -- ARGV[3i]      the request's sequence number, increasing per owner
@@ -18,7 +21,7 @@
 
 -- renew_one renews holder i and returns its reply.
 local function renew_one(i, now)
-  local k = {KEYS[2 * i - 1], nil, nil, nil, nil, KEYS[2 * i]}
+  local k = {KEYS[3 * i - 2], nil, nil, nil, nil, KEYS[3 * i - 1], nil, KEYS[3 * i]}
   local owner, lease, seq = ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
   local ends = redis.call('ZSCORE', k[6], owner)
   local last = redis.call('HGET', k[1], 's:' .. owner)
@@ -30,7 +33,8 @@ local function renew_one(i, now)
   redis.call('HSET', k[1], 's:' .. owner, seq)
   redis.call('ZADD', k[6], int(now + lease), owner)
   shared_ttl(k, now)
+  outlive(k[8], lease)
   return 1
 end
 
-return per_item(#KEYS / 2, renew_one, clock())
+return per_item(#KEYS / 3, renew_one, clock())
