@@ -112,3 +112,63 @@ func TestSemaphoreCapacityOutlivesRetentionWhileWaited(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// After SetPermits shrinks a semaphore, every waiter whose request no
+// longer fits fails with ErrInvalidOption, wherever it is in the queue,
+// while the holders keep their permits and the waiters that fit keep
+// their places. (Only the head of the queue was checked: a too-large
+// waiter further back kept waiting.)
+func TestSemaphoreShrinkFailsWaitersBehindTheHead(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	s := c.Semaphore("shrink-all", 3, distlock.WithQueueTimeout(300*time.Millisecond))
+	held, err := s.Acquire(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		l   *distlock.Lease
+		err error
+	}
+	wait := func(n int) chan outcome {
+		ch := make(chan outcome, 1)
+		waiters := 0
+		if info, err := s.Inspect(ctx); err == nil {
+			waiters = info.Waiters
+		}
+		go func() {
+			l, err := s.Acquire(ctx, n)
+			ch <- outcome{l, err}
+		}()
+		waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Waiters == waiters+1 })
+		return ch
+	}
+	small, big, bigger, last := wait(1), wait(3), wait(3), wait(2)
+	if err := s.SetPermits(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range []chan outcome{big, bigger} {
+		if o := <-ch; !errors.Is(o.err, distlock.ErrInvalidOption) {
+			t.Fatalf("waiter %d for 3 permits of a capacity shrunk to 2, behind the head: %v, want ErrInvalidOption", i+1, o.err)
+		}
+	}
+	if info, err := s.Inspect(ctx); err != nil || info.InUse != 3 || info.Waiters != 2 || info.WaitingPermits != 3 {
+		t.Fatalf("after the shrink: %+v, %v; want 3 in use, the waiters for 1 and 2 still queued", info, err)
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := <-small // 1 of 2; then the waiter for 2 when it is released
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if err := o.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-last; o.err != nil {
+		t.Fatal(o.err)
+	} else if err := o.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

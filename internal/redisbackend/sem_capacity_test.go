@@ -97,6 +97,31 @@ func TestSemaphoreRefreshAfterRetentionKeepsCapacity(t *testing.T) {
 	}
 }
 
+// SetPermits drops every waiter that asks for more than the new capacity,
+// wherever it is in the queue: the others keep their places, in order.
+func TestSemaphoreShrinkDropsEveryWaiterThatCannotFit(t *testing.T) {
+	b, _ := fairPair(t)
+	ctx := t.Context()
+	mustAcquire(t, b, sem("a", 3, 3))
+	for _, w := range []engine.Request{sem("small", 1, 3), sem("big", 3, 3), sem("two", 2, 3), sem("bigger", 3, 3)} {
+		if g := mustAcquire(t, b, w); !g.Queued {
+			t.Fatalf("%s: %+v", w.Owner, g)
+		}
+	}
+	if _, _, err := b.SetPermits(ctx, "s", 2); err != nil {
+		t.Fatal(err)
+	}
+	if st := semState(t, b); st.Queued != 2 || st.QueuedPermits != 3 {
+		t.Fatalf("after shrinking to 2: %+v, want small and two queued", st)
+	}
+	for _, w := range []engine.Request{sem("big", 3, 3), sem("bigger", 3, 3)} {
+		w.Seq = 2
+		if errs := renew(t, b, []engine.Request{w}); errs[0] == nil {
+			t.Fatalf("refresh of %s's dropped place: nil, want ErrNotHeld", w.Owner)
+		}
+	}
+}
+
 // A semaphore waiter's refresh carries the capacity in force, whether it
 // is still queued or was granted; other kinds' carry none.
 func TestRefreshCarriesCapacity(t *testing.T) {

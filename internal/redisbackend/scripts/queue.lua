@@ -175,6 +175,24 @@ local function capacity_ttl(k, now, retention)
   outlive(k[8], ttl)
 end
 
+-- drop_oversized removes every place of the semaphore k that asks for
+-- more permits than cap, its capacity now: it could never be granted, and
+-- would block the queue. Its owner finds the place gone at its next
+-- refresh, asks again, and is refused (sem_acquire.lua's {-4}).
+local function drop_oversized(k, cap)
+  local owners = redis.call('ZRANGE', k[3], 0, -1)
+  for i = 1, #owners, 500 do -- unpack has a limit of a few thousand
+    local part = {unpack(owners, i, math.min(i + 499, #owners))}
+    local values = redis.call('HMGET', k[5], unpack(part))
+    for j, owner in ipairs(part) do
+      local n = tonumber(string.match(values[j] or '', '^s (%d+) '))
+      if n and n > cap then
+        drop_place(k, owner)
+      end
+    end
+  end
+end
+
 ----------------------------------------------------------------------------
 -- Holders of a shared lock: a read-write lock or a semaphore.
 
@@ -358,9 +376,10 @@ local function settle(k, retention, mode, now, quiet)
     while owner do
       local n = tonumber(string.match(info, '^%a (%d+)'))
       if kind == 's' and n > tonumber(redis.call('GET', k[8]) or n) then
-        -- More permits than the capacity (it shrank): it could never be
-        -- granted, and would block the queue. Its place goes; its owner
-        -- finds that at its next refresh, asks again, and is refused.
+        -- More permits than the capacity: it could never be granted,
+        -- and would block the queue. Such places go when the capacity is
+        -- set (drop_oversized); this one was left by an older version,
+        -- whose SetPermits dropped only the head of the queue.
         drop_place(k, owner)
       elseif admits(k, kind, n) then
         grant_place(k, retention, owner, info, now, batch, quiet, mode)

@@ -57,6 +57,7 @@ local function refresh_one(i, now)
     shared_purge(k, now)
   end
   if capacity > 0 and redis.call('SET', k[8], capacity, 'NX', 'PX', retention) then
+    drop_oversized(k, capacity) -- places left from a capacity that was lost
     capacity_ttl(k, now, retention)
   end
   -- with_capacity adds a semaphore's capacity in force to a reply.

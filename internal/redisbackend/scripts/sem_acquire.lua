@@ -66,6 +66,7 @@ local cap = tonumber(redis.call('GET', k[8]))
 if not cap then
   redis.call('SET', k[8], capacity, 'PX', retention)
   cap = tonumber(capacity)
+  drop_oversized(k, cap) -- places left from a capacity that was lost
 end
 capacity_ttl(k, now, retention)
 if state[2] then
