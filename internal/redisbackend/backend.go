@@ -97,11 +97,11 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 	case r.Kind == engine.Semaphore:
 		script, args = semAcquireScript, []any{
 			r.Owner, r.Permits, r.Capacity, b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
-			b.millis(r.Queue), r.Seq, k.Grants(r.Name, b.id), b.modeArg}
+			b.millis(r.Queue), r.Seq, b.idArg, b.modeArg}
 	case r.Kind == engine.Read || r.Kind == engine.Write:
 		script, args = rwAcquireScript, []any{
 			r.Owner, r.Hold, side(r.Kind), b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
-			b.millis(r.Queue), r.Seq, k.Grants(r.Name, b.id), b.modeArg, flag(r.Reenter)}
+			b.millis(r.Queue), r.Seq, b.idArg, b.modeArg, flag(r.Reenter)}
 	case (r.Kind == engine.Fair || r.Kind == engine.Election) && !r.Reenter:
 		kind := "fair"
 		if r.Kind == engine.Election {
@@ -109,7 +109,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 		}
 		script, args = fairAcquireScript, []any{
 			r.Owner, b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
-			b.millis(r.Queue), r.Seq, k.Grants(r.Name, b.id), b.modeArg, kind, r.Value}
+			b.millis(r.Queue), r.Seq, b.idArg, b.modeArg, kind, r.Value}
 	default: // a plain mutex, and re-entry into a fair one or an election
 		script = acquireScript
 		call = append(b.plainCall(script, r, 1), flag(r.Reenter))

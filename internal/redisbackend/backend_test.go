@@ -14,9 +14,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func newBackend(t *testing.T) *Backend {
+func newBackend(t *testing.T) *Backend { return newBackendRetention(t, time.Minute) }
+
+// newBackendRetention returns a backend on a server of its own, with the
+// fence retention retention.
+func newBackendRetention(t *testing.T, retention time.Duration) *Backend {
 	srv := redistest.Start(t)
-	b := New(srv.Client(t), Config{Keys: Keys{Prefix: "t:"}, FenceRetention: time.Minute, Host: "h", PID: 7})
+	b := New(srv.Client(t), Config{Keys: Keys{Prefix: "t:"}, FenceRetention: retention, Host: "h", PID: 7})
 	t.Cleanup(func() { b.Close() })
 	return b
 }

@@ -64,6 +64,16 @@ func (k Keys) plain(name, owner string) [4]string {
 	return [4]string{all[:n], all[n:fence], all[fence:q], all[q:]}
 }
 
+// shared returns the three keys shared_renew.lua takes of a holder of a
+// shared lock: the lock hash, the holders and a semaphore's capacity.
+func (k Keys) shared(name string) [3]string {
+	// One string holds the three, one after the other: one allocation.
+	lock := k.Lock(name)
+	all := lock + lock + ":h" + lock + ":cap"
+	n := len(lock)
+	return [3]string{all[:n], all[n : 2*n+len(":h")], all[2*n+len(":h"):]}
+}
+
 // Channel is where releases of a plain lock are published (release_plain.lua
 // names it itself, from the lock hash's key).
 func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }

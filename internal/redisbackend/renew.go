@@ -19,7 +19,7 @@ type renewScriptKind int
 
 const (
 	renewLeases   renewScriptKind = iota // renew.lua: leases of plain and fair mutexes
-	renewHolders                         // rw_renew.lua: leases of read-write lock holders
+	renewHolders                         // shared_renew.lua: leases of read-write lock and semaphore holders
 	refreshPlaces                        // refresh.lua: places in queues
 )
 
@@ -88,7 +88,8 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Queue.Milliseconds(), r.Seq,
 				b.retentionArg, b.modeArg, capacity)
 		case renewHolders:
-			c.keys = append(c.keys, k.Lock(r.Name), k.Holders(r.Name))
+			keys := k.shared(r.Name)
+			c.keys = append(c.keys, keys[:]...)
 			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Seq)
 		default:
 			c.keys = append(c.keys, k.Lock(r.Name))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/engine"
+	"github.com/redis/go-redis/v9"
 )
 
 // acquireOutcome reads the reply of acquire.lua, fair_acquire.lua,
@@ -54,36 +55,64 @@ func acquireOutcome(res []any) (engine.Grant, error) {
 }
 
 // refreshOutcome reads one reply of refresh.lua: {1, token, gseq, glease}
-// (acquired), {2, pttl} (queued), {0} (no place).
+// (acquired), {2, pttl} (queued), with a semaphore's capacity added to
+// both, {0} (no place), or an error reply: that waiter's step failed, its
+// outcome is unknown.
 func refreshOutcome(v any) (engine.Grant, error) {
+	if err := itemError(v); err != nil {
+		return engine.Grant{}, fmt.Errorf("%w: refresh: %w", engine.ErrBackend, err)
+	}
 	res, _ := v.([]any)
 	code, ok := replyInt(res, 0)
+	var capacity int64
+	if ok && (code == 1 && len(res) == 5 || code == 2 && len(res) == 3) {
+		capacity, ok = replyInt(res, len(res)-1)
+		res = res[:len(res)-1]
+	}
 	switch {
 	case !ok:
-	case code == 0:
+	case code == 0 && len(res) == 1:
 		return engine.Grant{}, fmt.Errorf("%w: the place in the queue is gone", engine.ErrNotHeld)
-	case code == 2:
-		return engine.Grant{Queued: true, TTL: replyTTL(res, 1)}, nil
+	case code == 2 && len(res) == 2:
+		return engine.Grant{Queued: true, TTL: replyTTL(res, 1), Capacity: int(capacity)}, nil
 	case code == 1 && len(res) == 4:
 		tok, err := replyToken(res, 1)
 		seq, ok1 := replyInt(res, 2)
 		lease, ok2 := replyInt(res, 3)
 		if err == nil && ok1 && ok2 {
-			return engine.Grant{Acquired: true, Token: tok, Seq: uint64(seq), Lease: time.Duration(lease) * time.Millisecond}, nil
+			return engine.Grant{Acquired: true, Token: tok, Seq: uint64(seq), Lease: time.Duration(lease) * time.Millisecond,
+				Capacity: int(capacity)}, nil
 		}
 	}
-	return engine.Grant{}, fmt.Errorf("%w: refresh: unexpected reply %v", engine.ErrBackend, res)
+	return engine.Grant{}, fmt.Errorf("%w: refresh: unexpected reply %v", engine.ErrBackend, v)
 }
 
-// renewOutcome reads one reply of renew.lua or rw_renew.lua.
+// renewOutcome reads one reply of renew.lua or shared_renew.lua: 1
+// (renewed), 2 (superseded), 0 (not held), or an error reply: that lock's
+// step failed, its outcome is unknown.
 func renewOutcome(v any) error {
-	switch n, _ := v.(int64); n {
-	case 1:
-		return nil
-	case 2:
-		return engine.ErrSuperseded
+	if err := itemError(v); err != nil {
+		return fmt.Errorf("%w: renew: %w", engine.ErrBackend, err)
 	}
-	return fmt.Errorf("%w: renewal found another owner or none", engine.ErrNotHeld)
+	n, ok := v.(int64)
+	switch {
+	case ok && n == 1:
+		return nil
+	case ok && n == 2:
+		return engine.ErrSuperseded
+	case ok && n == 0:
+		return fmt.Errorf("%w: renewal found another owner or none", engine.ErrNotHeld)
+	}
+	return fmt.Errorf("%w: renew: unexpected reply %v", engine.ErrBackend, v)
+}
+
+// itemError returns the error of one item of a batch script's replies
+// (an error reply inside its array), or nil.
+func itemError(v any) error {
+	if err, ok := v.(redis.Error); ok {
+		return err
+	}
+	return nil
 }
 
 // replyInt reads element i of a script's reply as an integer.

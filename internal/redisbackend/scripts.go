@@ -28,7 +28,7 @@ var (
 	releaseScript       = load("release.lua", "lib.lua", "queue.lua")
 	releasePlainScript  = load("release_plain.lua", "lib.lua") // named "release" by ScriptCall
 	abandonScript       = load("abandon.lua", "lib.lua", "queue.lua")
-	renewScript         = load("renew.lua")
+	renewScript         = load("renew.lua", "lib.lua")
 	sharedRenewScript   = load("shared_renew.lua", "lib.lua", "queue.lua")
 	refreshScript       = load("refresh.lua", "lib.lua", "queue.lua")
 	forceUnlockScript   = load("forceunlock.lua", "lib.lua", "queue.lua")

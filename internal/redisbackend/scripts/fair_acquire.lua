@@ -13,7 +13,8 @@
 --          '0' never queues (TryLock)
 -- ARGV[7]  the request's number, 1 for an acquisition (refresh.lua sends
 --          the next ones)
--- ARGV[8]  the channel the owner's process watches for grants
+-- ARGV[8]  the id of the owner's process, which hears of grants on the lock
+--          key + ':grant:' + this id
 -- ARGV[9]  's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
 -- ARGV[10] 'fair' for a fair mutex, 'elect' for an election
 -- ARGV[11] an election candidate's value
@@ -33,7 +34,7 @@
 --   {-1}               the name is in use by another kind: kinds never mix
 
 local k = KEYS
-local owner, lease, retention, host, pid, wait, seq, channel, mode, kind, value =
+local owner, lease, retention, host, pid, wait, seq, id, mode, kind, value =
   ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
   ARGV[10], ARGV[11]
 local side = 'f'
@@ -78,7 +79,7 @@ if state[1] == false then
   settle(k, retention, mode, now)
 end
 
-local reply = join(k, owner, place_value(side, 1, seq, lease, wait, channel, pid, host), wait, now, now_us)
+local reply = join(k, owner, place_value(k, side, 1, seq, lease, wait, id, pid, host), wait, now, now_us)
 if kind == 'elect' and reply[1] == 2 then
   redis.call('HSET', k[5], 'v:' .. owner, value)
 end

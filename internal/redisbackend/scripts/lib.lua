@@ -14,8 +14,11 @@
 --   KEYS[4]  QT  sorted set, owner -> server time (ms) at which the place
 --                expires unless its owner refreshes it
 --   KEYS[5]  QI  hash, owner -> 'kind n seq lease queue channel pid host':
---                what a grant needs (see place_info); 'v:<owner>' -> an
---                election candidate's value
+--                what a grant needs (see place_value and place_info: the
+--                channel is the lock key + ':grant:' + the id of the
+--                owner's process; the lock key may hold spaces, the host
+--                is the rest of the value); 'v:<owner>' -> an election
+--                candidate's value
 --   KEYS[6]  H   a shared lock's holders (read-write lock, semaphore):
 --                sorted set, owner -> server time (ms) at which its lease
 --                ends
@@ -50,13 +53,15 @@
 --   g:<owner>             'gseq glease', as above
 --   i:<owner>             'pid since host', for inspection
 -- and each holder's lease is its expiry in H; the hash and H expire with
--- the last holder (shared_ttl). A semaphore's capacity C outlives them: it
--- expires as the fencing counter does, long after the last use.
+-- the last holder (shared_ttl). A semaphore's capacity C outlives them and
+-- its places (capacity_ttl), and lasts the fence retention after the last
+-- acquisition.
 --
 -- A queue's keys die with it: Q, QT and QI lose their last member when
 -- the last place goes, and Redis deletes an empty key; until then they
 -- expire no earlier than their latest place (queue_ttl), so nothing
--- outlives its waiters. Every script that reads the queue or the holders
+-- outlives its waiters, and nothing a holder or a waiter counts on
+-- expires before it. Every script that reads the queue or the holders
 -- purges the expired ones first: a dead waiter costs at most its queue
 -- timeout, a dead reader or permit holder at most its lease.
 
@@ -103,6 +108,30 @@ local function mint(fence, retention)
     redis.call('SET', fence, token, 'PX', retention)
   end
   return token
+end
+
+-- per_item runs step(i, ...) for each item i, from 1 to n, of a batch
+-- script (renew.lua, shared_renew.lua, refresh.lua), each in a pcall of
+-- its own, and returns their replies: step's, or, for a step that raised
+-- an error (a command refused, a key of the wrong type), an error reply in
+-- the array of replies. So one item's failure never touches another's
+-- step; the failed step's outcome is unknown (scripts do not roll back:
+-- its writes before the error stay). The error is a Redis error (a
+-- string, or a table with the text in err, depending on the version) or
+-- a Lua error (a string).
+local function per_item(n, step, ...)
+  local out = {}
+  for i = 1, n do
+    local ok, reply = pcall(step, i, ...)
+    if not ok then
+      if type(reply) == 'table' then
+        reply = reply.err
+      end
+      reply = {err = 'ERR ' .. tostring(reply)}
+    end
+    out[i] = reply
+  end
+  return out
 end
 
 local function publish(channel, mode, message)

@@ -84,26 +84,47 @@ local function join(k, owner, info, wait, now, now_us)
   return {2, -1}
 end
 
--- place_value makes a QI value: kind is 'f' (fair mutex), 'e' (an
--- election's candidate), 'r' or 'w' (the read or write side of a
--- read-write lock) or 's' (a semaphore), n the permits asked for (1 but
--- for a semaphore).
-local function place_value(kind, n, seq, lease, wait, channel, pid, host)
-  return kind .. ' ' .. n .. ' ' .. seq .. ' ' .. lease .. ' ' .. wait .. ' ' .. channel .. ' ' .. pid .. ' ' .. host
+-- place_value makes the QI value of a place of the lock k: kind is 'f'
+-- (fair mutex), 'e' (an election's candidate), 'r' or 'w' (the read or
+-- write side of a read-write lock) or 's' (a semaphore), n the permits
+-- asked for (1 but for a semaphore), id the id of the owner's process
+-- (its Backend), whose grant channel is the lock key + ':grant:' + id.
+-- The channel is stored whole, as earlier versions stored it, but is
+-- never split from the rest: the lock key may contain spaces and any
+-- other character (place_info).
+local function place_value(k, kind, n, seq, lease, wait, id, pid, host)
+  return kind .. ' ' .. n .. ' ' .. seq .. ' ' .. lease .. ' ' .. wait .. ' ' .. k[1] .. ':grant:' .. id .. ' ' ..
+    pid .. ' ' .. host
 end
 
--- place_info parses a QI value: the place's kind, the permits asked for,
--- the number of the owner's last request applied, the lease it asked for,
--- its queue timeout, the channel its process watches for grants, its pid
--- and host.
-local function place_info(v)
-  local kind, n, seq, lease, wait, channel, pid, host =
-    string.match(v, '^(%a) (%d+) (%d+) (%d+) (%d+) (%S+) (%d+) (.*)$')
-  return kind, tonumber(n), tonumber(seq), tonumber(lease), tonumber(wait), channel, pid, host
+-- place_info parses a QI value of the lock k: the place's kind, the
+-- permits asked for, the number of the owner's last request applied, the
+-- lease it asked for, its queue timeout, the id of its process, its pid
+-- and host; or nil if v is not such a value. Only the five numbers at the
+-- start, the process id and the pid are read as words: the channel is
+-- matched as the text it must be (the lock key is not a word, and not a
+-- pattern), and the host is the rest, whatever it holds.
+local function place_info(k, v)
+  local kind, n, seq, lease, wait, rest = string.match(v, '^(%a) (%d+) (%d+) (%d+) (%d+) (.*)$')
+  local grants = k[1] .. ':grant:'
+  if not rest or string.sub(rest, 1, #grants) ~= grants then
+    return nil
+  end
+  local id, pid, host = string.match(string.sub(rest, #grants + 1), '^(%x+) (%d+) (.*)$')
+  if not id then
+    return nil
+  end
+  return kind, tonumber(n), tonumber(seq), tonumber(lease), tonumber(wait), id, pid, host
+end
+
+-- grant_channel is where the process id hears of the grants of the lock k.
+local function grant_channel(k, id)
+  return k[1] .. ':grant:' .. id
 end
 
 -- head returns the first place's owner, kind and QI value, or nil. A place
--- without its QI value (keys changed by hand) is dropped.
+-- without a QI value that place_info reads (keys changed by hand) is
+-- dropped.
 local function head(k)
   while true do
     local owner = redis.call('ZRANGE', k[3], 0, 0)[1]
@@ -111,11 +132,64 @@ local function head(k)
       return nil
     end
     local info = redis.call('HGET', k[5], owner)
-    if info then
+    if info and place_info(k, info) then
       return owner, string.sub(info, 1, 1), info
     end
-    redis.call('ZREM', k[3], owner)
-    redis.call('ZREM', k[4], owner)
+    drop_place(k, owner)
+  end
+end
+
+----------------------------------------------------------------------------
+-- A semaphore's capacity.
+--
+-- Every holder and every waiter of a semaphore counts on its capacity C:
+-- were C to expire under them, the next acquisition would set it again
+-- from its own permits argument, undoing a SetPermits. So C never expires
+-- before the last holder's lease ends or the last place expires: each
+-- step that gives a holder a lease or a place a deadline (shared_admit,
+-- shared_renew.lua, join in sem_acquire.lua, refresh.lua) makes C outlive
+-- it, and C is kept for the fence retention after each acquisition or
+-- SetPermits.
+
+-- outlive makes key, if it exists and expires, expire no sooner than ttl
+-- ms from now. It never shortens a TTL.
+local function outlive(key, ttl)
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < ttl then
+    redis.call('PEXPIRE', key, int(ttl))
+  end
+end
+
+-- capacity_ttl makes C outlive every holder and place of the semaphore k,
+-- and retention ms from now.
+local function capacity_ttl(k, now, retention)
+  local ttl = tonumber(retention)
+  local holder = redis.call('ZRANGE', k[6], -1, -1, 'WITHSCORES')
+  if #holder > 0 then
+    ttl = math.max(ttl, tonumber(holder[2]) - now)
+  end
+  local place = redis.call('ZRANGE', k[4], -1, -1, 'WITHSCORES')
+  if #place > 0 then
+    ttl = math.max(ttl, tonumber(place[2]) - now)
+  end
+  outlive(k[8], ttl)
+end
+
+-- drop_oversized removes every place of the semaphore k that asks for
+-- more permits than cap, its capacity now: it could never be granted, and
+-- would block the queue. Its owner finds the place gone at its next
+-- refresh, asks again, and is refused (sem_acquire.lua's {-4}).
+local function drop_oversized(k, cap)
+  local owners = redis.call('ZRANGE', k[3], 0, -1)
+  for i = 1, #owners, 500 do -- unpack has a limit of a few thousand
+    local part = {unpack(owners, i, math.min(i + 499, #owners))}
+    local values = redis.call('HMGET', k[5], unpack(part))
+    for j, owner in ipairs(part) do
+      local n = tonumber(string.match(values[j] or '', '^s (%d+) '))
+      if n and n > cap then
+        drop_place(k, owner)
+      end
+    end
   end
 end
 
@@ -168,8 +242,9 @@ end
 
 -- shared_admit makes owner a holder of the shared lock, with hold id hold
 -- of kind ('r' or 'w' for a read-write lock's sides, 's' for n permits of
--- a semaphore), a fresh token and a lease that ends in expire ms; gseq and
--- glease as for fair_take. The caller has checked that the lock admits it.
+-- a semaphore, whose capacity then outlives the lease), a fresh token and
+-- a lease that ends in expire ms; gseq and glease as for fair_take. The
+-- caller has checked that the lock admits it.
 local function shared_admit(k, retention, owner, kind, n, hold, expire, glease, gseq, pid, host, now)
   local token = mint(k[2], retention)
   redis.call('HSET', k[1], 't:' .. owner, token, 'h:' .. owner, ' ' .. hold .. kind,
@@ -177,6 +252,7 @@ local function shared_admit(k, retention, owner, kind, n, hold, expire, glease, 
   if kind == 's' then
     redis.call('HSET', k[1], 'kind', 'sem', 'n:' .. owner, n)
     redis.call('HINCRBY', k[1], 'used', n)
+    outlive(k[8], expire)
   elseif kind == 'w' then
     redis.call('HSET', k[1], 'kind', 'rw', 'mode', 'write', 'writer', owner)
   else
@@ -264,7 +340,7 @@ end
 -- with glease the shorter of the lease and the queue timeout, measured
 -- from when the store applied request gseq.
 local function grant_place(k, retention, owner, info, now, batch, quiet, mode)
-  local kind, n, seq, lease, wait, channel, pid, host = place_info(info)
+  local kind, n, seq, lease, wait, id, pid, host = place_info(k, info)
   local glease = math.min(lease, wait)
   local left = tonumber(redis.call('ZSCORE', k[4], owner)) - now
   local expire = math.max(math.min(lease, left), 1)
@@ -279,6 +355,7 @@ local function grant_place(k, retention, owner, info, now, batch, quiet, mode)
     token = shared_admit(k, retention, owner, kind, n, 1, expire, glease, seq, pid, host, now)
   end
   if owner ~= quiet then
+    local channel = grant_channel(k, id)
     batch[channel] = (batch[channel] or 'g') .. ' ' .. redis.sha1hex(owner) .. ' ' .. token .. ' ' .. seq .. ' ' .. glease
   end
 end
@@ -306,9 +383,10 @@ local function settle(k, retention, mode, now, quiet)
     while owner do
       local n = tonumber(string.match(info, '^%a (%d+)'))
       if kind == 's' and n > tonumber(redis.call('GET', k[8]) or n) then
-        -- More permits than the capacity (it shrank): it could never be
-        -- granted, and would block the queue. Its place goes; its owner
-        -- finds that at its next refresh, asks again, and is refused.
+        -- More permits than the capacity: it could never be granted,
+        -- and would block the queue. Such places go when the capacity is
+        -- set (drop_oversized); this one was left by an older version,
+        -- whose SetPermits dropped only the head of the queue.
         drop_place(k, owner)
       elseif admits(k, kind, n) then
         grant_place(k, retention, owner, info, now, batch, quiet, mode)

@@ -20,7 +20,8 @@
 -- ARGV[8]  queue timeout in ms: how long a place lasts without a refresh;
 --          '0' never queues (TryLock, TryRLock)
 -- ARGV[9]  the request's number, 1 for an acquisition
--- ARGV[10] the channel the owner's process watches for grants
+-- ARGV[10] the id of the owner's process, which hears of grants on the lock
+--          key + ':grant:' + this id
 -- ARGV[11] 's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
 -- ARGV[12] '1' to re-enter only: add hold ARGV[2] to an owner that holds
 --          the lock, never take it anew
@@ -41,7 +42,7 @@
 --                      granted, nothing changed
 
 local k = KEYS
-local owner, hold, side, lease, retention, host, pid, wait, seq, channel, mode, reenter =
+local owner, hold, side, lease, retention, host, pid, wait, seq, id, mode, reenter =
   ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]),
   ARGV[9], ARGV[10], ARGV[11], ARGV[12] == '1'
 
@@ -95,4 +96,4 @@ if token then
   return {1, token, 1, gseq, glease} -- this owner was among them
 end
 
-return join(k, owner, place_value(side, 1, seq, lease, wait, channel, pid, host), wait, now, now_us)
+return join(k, owner, place_value(k, side, 1, seq, lease, wait, id, pid, host), wait, now, now_us)

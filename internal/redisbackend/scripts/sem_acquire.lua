@@ -11,8 +11,9 @@
 -- capacity C.
 --
 -- The capacity is C: set by the first user from its own (ARGV[3]) when C
--- does not exist, or by sem_permits.lua; it expires as the fencing counter
--- does, ARGV[5] after the semaphore's last use.
+-- does not exist, or by sem_permits.lua. It lasts ARGV[5] after the
+-- semaphore's last acquisition, and never expires before its last holder's
+-- lease or its last place (see queue.lua's capacity_ttl).
 --
 -- KEYS[1..6]  L, F, Q, QT, QI, H
 -- KEYS[7]  the abandonment mark of this owner (see abandon.lua)
@@ -27,7 +28,8 @@
 -- ARGV[8]  queue timeout in ms: how long a place lasts without a refresh;
 --          '0' never queues (TryAcquire)
 -- ARGV[9]  the request's number, 1 for an acquisition
--- ARGV[10] the channel the owner's process watches for grants
+-- ARGV[10] the id of the owner's process, which hears of grants on the lock
+--          key + ':grant:' + this id
 -- ARGV[11] 's' to publish with SPUBLISH (Redis Cluster), anything else PUBLISH
 --
 -- Returns, with cap the capacity in force as the last element:
@@ -45,7 +47,7 @@
 --                      granted, nothing changed
 
 local k = KEYS
-local owner, n, capacity, lease, retention, host, pid, wait, seq, channel, mode =
+local owner, n, capacity, lease, retention, host, pid, wait, seq, id, mode =
   ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]),
   ARGV[9], ARGV[10], ARGV[11]
 
@@ -60,14 +62,13 @@ local state = redis.call('HMGET', k[1], 'kind', 't:' .. owner, 'g:' .. owner)
 if state[1] and state[1] ~= 'sem' or not state[1] and redis.call('EXISTS', k[1]) == 1 then
   return {-1} -- a mutex or a read-write lock
 end
-local cap = redis.call('GET', k[8])
-if cap then
-  redis.call('PEXPIRE', k[8], retention)
-else
+local cap = tonumber(redis.call('GET', k[8]))
+if not cap then
   redis.call('SET', k[8], capacity, 'PX', retention)
-  cap = capacity
+  cap = tonumber(capacity)
+  drop_oversized(k, cap) -- places left from a capacity that was lost
 end
-cap = tonumber(cap)
+capacity_ttl(k, now, retention)
 if state[2] then
   local gseq, glease = string.match(state[3], '^(%d+) (%d+)$')
   return {1, state[2], 1, tonumber(gseq), tonumber(glease), cap}
@@ -96,6 +97,9 @@ local token, gseq, glease = holding(k, owner)
 if token then
   return {1, token, 1, gseq, glease, cap} -- this owner was among them
 end
-local reply = join(k, owner, place_value('s', n, seq, lease, wait, channel, pid, host), wait, now, now_us)
+local reply = join(k, owner, place_value(k, 's', n, seq, lease, wait, id, pid, host), wait, now, now_us)
+if reply[1] == 2 then
+  outlive(k[8], wait) -- the place's deadline
+end
 reply[3] = cap
 return reply

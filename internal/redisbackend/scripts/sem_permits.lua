@@ -1,9 +1,11 @@
 -- sem_permits.lua: set a semaphore's capacity (for operators). Growing it
 -- grants the waiters at the head of the queue whose permits now fit, at
 -- once; shrinking it revokes nothing: holders keep their permits, and new
--- acquisitions wait until the permits held fall low enough. A waiter that
--- asks for more permits than the new capacity loses its place (it could
--- never be granted): at its next refresh it asks again and is refused.
+-- acquisitions wait until the permits held fall low enough. Every waiter
+-- that asks for more permits than the new capacity loses its place (it
+-- could never be granted), wherever it is in the queue: at its next
+-- refresh it asks again and is refused. The capacity lasts the fence
+-- retention, and as long as its holders and waiters (capacity_ttl).
 -- lib.lua and queue.lua are prepended; lib.lua's header describes the keys.
 --
 -- KEYS[1..8]  L, F, Q, QT, QI, H, an abandonment mark (unused), C
@@ -25,5 +27,7 @@ if kind and kind ~= 'sem' or not kind and redis.call('EXISTS', k[1]) == 1 or que
 end
 local before = tonumber(redis.call('GET', k[8]) or '0')
 redis.call('SET', k[8], ARGV[1], 'PX', ARGV[2])
+capacity_ttl(k, now, ARGV[2])
+drop_oversized(k, tonumber(ARGV[1]))
 settle(k, ARGV[2], ARGV[3], now)
 return {before, tonumber(redis.call('HGET', k[1], 'used') or '0')}
