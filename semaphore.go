@@ -31,8 +31,9 @@ const MaxPermits = 1 << 30
 //
 // The capacity in force is the one stored in Redis: set by the first user
 // of the name (from its permits argument) or by SetPermits, and kept while
-// the semaphore is used and for the fence retention (WithFenceRetention,
-// an hour by default) after its last use; then the next user sets it
+// any permit is held or any acquisition waits (however long their leases
+// and queue timeouts), and for the fence retention (WithFenceRetention,
+// an hour by default) after the last of them; then the next user sets it
 // again. A client whose permits argument differs from the stored capacity
 // still uses the stored one, and reports the difference once through the
 // event handler (EventMismatch, logged at Warn).

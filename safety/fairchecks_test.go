@@ -222,7 +222,8 @@ func (r *chaosRun) faultedAround(p *clientProc, from, to int64) bool {
 // a lock hash lives at most its lease (Extend in the chaos run goes up to
 // three leases), and so does the holders' set of a read-write lock or a
 // semaphore (it expires with its last holder's lease, as the hash does); a
-// fencing counter and a semaphore's capacity their retention; a queue's
+// fencing counter its retention, a semaphore's capacity the longest of
+// that, a holder's lease and a place's queue timeout; a queue's
 // keys (of a fair mutex, a read-write lock or a semaphore) its queue
 // timeout; an abandonment mark max(2 leases, 1 min) (the engine's
 // abandonFor, of a lease of at most three). Anything else is unknown,
@@ -252,7 +253,8 @@ func (r *chaosRun) keyBound(key string) (kind string, bound time.Duration) {
 	case (of == "rw" || of == "sem") && suffix == ":h":
 		return "holders", r.maxLockTTL()
 	case of == "sem" && suffix == ":cap":
-		return "cap", distlock.DefaultFenceRetention
+		// It outlives every holder's lease and every place.
+		return "cap", max(distlock.DefaultFenceRetention, r.maxLockTTL(), r.semQueue)
 	case strings.HasPrefix(suffix, ":abandoned:"):
 		return "mark", max(6*r.lease, time.Minute)
 	}

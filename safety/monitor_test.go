@@ -272,6 +272,10 @@ func (top *topCommand) parse() {
 	}
 }
 
+// refreshArgs is how many arguments refresh.lua takes per place (see its
+// header), the owner first.
+const refreshArgs = 7
+
 // requestedBy says whether owner is an owner argument of the script: its
 // own request (an acquisition, or one of the places a refresh is about).
 func (top *topCommand) requestedBy(owner string) bool {
@@ -280,7 +284,7 @@ func (top *topCommand) requestedBy(owner string) bool {
 	case "acquire", "fair_acquire", "quorum_acquire":
 		return len(top.argv) > 0 && top.argv[0] == owner
 	case "refresh":
-		for i := 0; i < len(top.argv); i += 6 {
+		for i := 0; i < len(top.argv); i += refreshArgs {
 			if top.argv[i] == owner {
 				return true
 			}
