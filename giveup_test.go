@@ -231,36 +231,46 @@ func TestCloseAfterRedisUnreachable(t *testing.T) {
 func TestRevokeRightAfterFirstLock(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := testCtx(t)
-	for _, fixed := range []bool{false, true} {
-		name := "revoke-first-" + map[bool]string{false: "renewed", true: "fixed"}[fixed]
-		rdb := srv.Client(t)
-		slow := &slowDials{after: 1, delay: 300 * time.Millisecond}
-		rdb.AddHook(slow)
-		c := distlock.New(rdb, distlock.WithLogger(nil))
-		opts := []distlock.MutexOption{distlock.WithTTL(time.Minute)}
-		if fixed {
-			opts = []distlock.MutexOption{distlock.WithFixedLease(time.Minute)}
-		}
-		l, err := c.Mutex(name, opts...).Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other, _ := newClient(t, srv)
-		if _, err := other.Mutex(name).Revoke(ctx); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-l.Context().Done():
-		case <-time.After(10 * time.Second):
-			t.Fatalf("fixed lease %v: the holder's context was live 10 s after a Revoke sent right after its first Lock", fixed)
-		}
-		if !errors.Is(context.Cause(l.Context()), distlock.ErrLockLost) {
-			t.Fatalf("cause %v, want ErrLockLost", context.Cause(l.Context()))
-		}
-		l.Unlock(ctx)
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
+	for _, tc := range []struct {
+		name string
+		take func(c *distlock.Client, name string) (*distlock.Lease, error)
+	}{
+		{"renewed", func(c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.Mutex(n, distlock.WithTTL(time.Minute)).Lock(ctx)
+		}},
+		{"fixed", func(c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.Mutex(n, distlock.WithFixedLease(time.Minute)).Lock(ctx)
+		}},
+		{"semaphore", func(c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.Semaphore(n, 2, distlock.WithFixedLease(time.Minute)).Acquire(ctx, 1)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "revoke-first-" + tc.name
+			rdb := srv.Client(t)
+			rdb.AddHook(&slowDials{after: 1, delay: 300 * time.Millisecond})
+			c := distlock.New(rdb, distlock.WithLogger(nil))
+			l, err := tc.take(c, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, _ := newClient(t, srv)
+			if _, err := other.Mutex(name).Revoke(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-l.Context().Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the holder's context was live 10 s after a Revoke sent right after its first lock")
+			}
+			if !errors.Is(context.Cause(l.Context()), distlock.ErrLockLost) {
+				t.Fatalf("cause %v, want ErrLockLost", context.Cause(l.Context()))
+			}
+			l.Unlock(ctx)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

@@ -527,7 +527,18 @@ func (m *Migration) Finish(ctx context.Context) error {
 		if s == m.to || s == m.from || s.PID() == 0 {
 			continue
 		}
-		if st, err := infoReplication(ctx, s); err != nil || st["role"] != "master" {
+		// A master that does not answer at once (a loaded machine) is
+		// asked again: skipped, it would be left to learn the slot's new
+		// master from gossip alone.
+		var role string
+		if err := waitFor(ctx, func() bool {
+			st, err := infoReplication(ctx, s)
+			role = st["role"]
+			return err == nil
+		}); err != nil {
+			return fmt.Errorf("redistest: the role of %s: %w", s.Addr(), err)
+		}
+		if role != "master" {
 			continue
 		}
 		if err := m.setSlot(ctx, s, "NODE", m.toID); err != nil {
