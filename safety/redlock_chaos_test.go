@@ -349,7 +349,10 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 	killed := members[:rl.rng.Intn(rl.minority()+1)]
 	delays := make([]time.Duration, len(killed))
 	for i := range killed {
-		delays[i] = r.restartDelay(frac)
+		// Down for the whole phase: a master back within it would give
+		// the workers a quorum (a delayed restart alone can be shorter
+		// than the phase).
+		delays[i] = max(r.restartDelay(frac), d+r.unit)
 	}
 	p := &noQuorumPhase{Masters: slices.Sorted(slices.Values(members)), Killed: slices.Sorted(slices.Values(killed)), lease: r.lease}
 	var rdbs []redis.UniversalClient
