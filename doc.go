@@ -100,11 +100,12 @@
 // queue, and makes Redis refuse those requests if they arrive later (for a
 // minute, or two leases if longer): a lock granted to it meanwhile has
 // gone to the next in line by the time the error is returned, and no grant
-// reaches a caller that has left. It waits up to 5 s for Redis to confirm
-// that, as Unlock does for a release when its context has ended; if Redis
-// does not answer, the call returns all the same and the clean-up goes on
-// in the background, bounded by the lease (or the queue timeout for a
-// place). A request that never left the client (go-redis could not connect)
+// reaches a caller that has left. It waits for Redis to confirm that (up
+// to 5 s, as Unlock does for a release when its context has ended); if
+// Redis does not answer in time, or the clean-up fails (Redis down, no
+// quorum of Redlock masters), the call returns all the same and the
+// clean-up goes on in the background, what the requests may have taken
+// expiring with its lease (or the queue timeout for a place). A request that never left the client (go-redis could not connect)
 // needs no clean-up.
 //
 // # Fair mutex

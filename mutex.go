@@ -50,8 +50,9 @@ func (m *Mutex) Err() error {
 // the request took is released, its place is removed (a grant that raced
 // the cancellation goes to the next in line), and the request is refused
 // if it reaches Redis only later (for a minute, or two leases if longer).
-// Lock waits up to 5 s for Redis to confirm that; see "Waiting" in the
-// package documentation.
+// Lock waits for Redis to confirm that, up to 5 s (it returns sooner if
+// the clean-up fails: Redis is down); see "Waiting" in the package
+// documentation.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 	return m.acquire(ctx, "lock", m.spec, true)
 }

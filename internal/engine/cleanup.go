@@ -14,19 +14,23 @@ import (
 //
 // It retries until the backend confirms, for AbandonFor(lease) at most, or
 // until Close gives up waiting; a clean-up that Close cuts short makes
-// Close report an error. The channel it returns is closed when the
-// clean-up has ended, confirmed or not.
+// Close report an error. The channel it returns is closed once its first
+// attempt has ended, confirmed or not.
 func (e *Engine) cleanup(r Request) <-chan struct{} {
 	r.Hold = 0
 	r.Lease = AbandonFor(r.Lease)
-	done := make(chan struct{})
+	tried := make(chan struct{})
 	e.spawn(func() {
-		defer close(done)
+		first := true
 		ctx, cancel := e.detach(context.Background(), r.Lease)
 		defer cancel()
 		delay := 10 * time.Millisecond
 		for {
 			freed, err := e.b.Abandon(ctx, r)
+			if first {
+				first = false
+				close(tried)
+			}
 			if err == nil {
 				if freed {
 					e.handOff(r.Name, r.Kind)
@@ -45,14 +49,16 @@ func (e *Engine) cleanup(r Request) <-chan struct{} {
 			}
 		}
 	})
-	return done
+	return tried
 }
 
 // cleanupNow is cleanup for a caller that is about to return an error: it
 // returns once the backend has confirmed the clean-up, so that nothing of
 // the call is left behind it (a place in a queue, a lock granted to it
-// meanwhile: the next in line has it by then), or after giveUpWait if the
-// backend does not answer; the clean-up then goes on in the background.
+// meanwhile: the next in line has it by then). If the backend does not
+// confirm it (the first attempt failed, or giveUpWait passed), it returns
+// all the same: waiting longer would not help a store that does not
+// answer, and the clean-up goes on in the background.
 func (e *Engine) cleanupNow(rs ...Request) {
 	dones := make([]<-chan struct{}, len(rs))
 	for i, r := range rs {
