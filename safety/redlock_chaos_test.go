@@ -542,7 +542,7 @@ func (r *chaosRun) checkRedlock(rep *chaosReport, byName map[string][]*acquisiti
 			}
 		}
 		h := &p.Held
-		ten, _, ok := mon.quorumLookup("distlock:{"+redlockProbeHeld+"}", h.Token, rl.quorum)
+		ten, _, ok := mon.quorumLookup(r.key(redlockProbeHeld), h.Token, rl.quorum)
 		switch {
 		case !h.Lost || h.LostWall == 0:
 			rr.note("no-quorum phase over masters %v: the probe's lock held on every master (token %d, %s) was not lost within the phase: %s", p.Masters, h.Token, h.Err, h.Cause)
@@ -556,7 +556,7 @@ func (r *chaosRun) checkRedlock(rep *chaosReport, byName map[string][]*acquisiti
 		}
 	}
 	mon.each(func(key string, token uint64, t tenure) {
-		if key != "distlock:{"+redlockProbe+"}" && key != "distlock:{"+redlockProbe+"-try}" {
+		if key != r.key(redlockProbe) && key != r.key(redlockProbe+"-try") {
 			return
 		}
 		rr.ProbeTenures++
