@@ -240,8 +240,8 @@ func (rep *chaosReport) log(t *testing.T) {
 	rw, sm := rep.Shared.RW, rep.Shared.Sem
 	t.Logf("read-write %v: %d acquisitions (%d readers, %d writers; %d by TryLock/TryRLock); %d intervals, %d checked (excluded %d paused, %d across a restart); writer overlaps %d (must be 0; %d with an excluded interval); reader-reader overlaps %d, at most %d readers at once",
 		rw.Names, rw.Acquisitions, rw.Readers, rw.Writers, rw.Try, rw.Intervals, rw.Checked, rw.ExcludedPaused, rw.ExcludedRestart, rw.WriterOverlaps, rw.WriterOverlapsExcluded, rw.ReaderOverlaps, rw.MaxReaders)
-	t.Logf("semaphores %v (capacity %d): %d acquisitions (by permits %v; %d by TryAcquire); %d intervals, %d checked (excluded %d paused, %d across a restart; %d admitted while the capacity was shrunk); at most %d permits in use (%d with the excluded), %d above the capacity in force (must be 0); %d left in use after the run (must be 0); %d refused with ErrInvalidOption while shrunk, %d otherwise (must be 0)",
-		sm.Names, sm.Capacity, sm.Acquisitions, sm.ByPermits, sm.Try, sm.Intervals, sm.Checked, sm.ExcludedPaused, sm.ExcludedRestart, sm.Shrunk, sm.MaxInUse, sm.MaxInUseAll, sm.Exceeded, sm.LeftInUse, sm.InvalidExplained, sm.InvalidUnexplained)
+	t.Logf("semaphores %v (capacity %d): %d acquisitions (by permits %v; %d by TryAcquire); %d intervals, %d checked (excluded %d paused, %d across a restart; %d admitted while the capacity was shrunk, %d of them after it may have lapsed); at most %d permits in use (%d with the excluded), %d above the capacity in force (must be 0); %d left in use after the run (must be 0); %d refused with ErrInvalidOption while shrunk, %d otherwise (must be 0)",
+		sm.Names, sm.Capacity, sm.Acquisitions, sm.ByPermits, sm.Try, sm.Intervals, sm.Checked, sm.ExcludedPaused, sm.ExcludedRestart, sm.Shrunk, sm.Lapsed, sm.MaxInUse, sm.MaxInUseAll, sm.Exceeded, sm.LeftInUse, sm.InvalidExplained, sm.InvalidUnexplained)
 	s := rep.LossSignal
 	t.Logf("loss signal: %d losses, %d checked (%d of them after a release call), %d first, %d late; excluded %d paused, %d restart (data loss), %d never handed out, %d unmatched, %d of shared kinds (not followed); lead before the server expiry min %.1f ms, median %.1f ms, p99 %.1f ms",
 		s.Losses, s.Checked, s.EndedByRelease, s.First, s.Late, s.ExcludedPaused, s.ExcludedRestart, s.NeverHandedOut, s.Unmatched, s.Shared, s.MinLeadMs, s.MedianLeadMs, s.P99LeadMs)
@@ -249,16 +249,18 @@ func (rep *chaosReport) log(t *testing.T) {
 		rep.Reentry.Inner, rep.Reentry.ReportedLost, rep.Reentry.PairRefused)
 	e, c := rep.Extend, rep.Close
 	t.Logf("extend: %d calls (%d shortening), outcomes %v; errors raised by distlock's scripts %v (must be none)", e.Calls, e.Shorter, e.Outcomes, rep.ScriptErrors.By)
-	if !rep.Sentinel.MonitorSkipped { // the checks of Close, give-ups and jobs need MONITOR
+	if c.Calls > 0 {
 		t.Logf("close under load: %d calls (%d with replies delayed), outcomes %v; at Close, holders by kind %v, waiters queued by kind %v, calls that may queue in flight by kind %v, of every queued kind %d; of the closing processes %d tenures, %d shared holders and %d places checked: %d outlived a nil Close, %d places left, %d made holders after it, %d begun after it (late retried acquire)",
 			c.Calls, c.Delayed, c.Outcomes, c.WithHolders, c.WithWaiters, c.WithInflight, c.AllKinds, c.Tenures, c.Admissions, c.Places, c.Outlived, c.PlacesLeft, c.GrantedAfter, c.LateStart)
 		for _, e := range c.Each {
 			t.Logf("close: %s", e)
 		}
-		g := rep.GiveUp
+	}
+	if g := rep.GiveUp; g.Owners > 0 {
 		t.Logf("give-ups: %d owners of queued acquisitions recorded (%d tied to no call, %d to successful calls); %d of calls that returned an error checked (%d cut short by Close, from its return), by kind %v: %d grants raced them and came before the return, %d made holders after it (by kind %v), %d places live after it; excluded %d after a restart, %d of a failed Close",
 			g.Owners, g.Unlinked, g.OfSuccesses, sumInts(g.Checked), g.ByClose, g.Checked, g.RacedGrants, g.GrantedAfter, g.GrantedAfterKind, g.PlacesLeft, g.ExcludedRestart, g.ExcludedClose)
-		oc := rep.Once
+	}
+	if oc := rep.Once; len(oc.Calls) > 0 {
 		t.Logf("jobs run once: calls %v, jobs %v; %d panics, %d locks checked, %d held 3 leases after; %d succeeded (%d after their caller's deadline), %d run again after a recorded run, %d reruns allowed (%d records failed, %d lost in a restart); %d failed, %d keys run again after a failure, %d calls told a failure was done; %d runs, %d overlaps (%d excluded); %d lost",
 			oc.Calls, oc.Jobs, oc.Panics, oc.PanicsChecked, oc.PanicsHeld, oc.Succeeded, oc.OutlastedOk, oc.RunAgain, oc.RecordFailed+oc.RestartLost, oc.RecordFailed, oc.RestartLost,
 			oc.Failed, oc.RerunAfterFailure, oc.FailureRecorded, oc.Intervals, oc.Overlaps, oc.OverlapsExcluded, oc.Losses)

@@ -812,72 +812,97 @@ func (e scriptRecorder) DialHook(next redis.DialHook) redis.DialHook { return ne
 
 func (e scriptRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		script, _, _, ok := redisbackend.ScriptCall(cmd.Args())
+		sc, ok := e.c.parseCall(cmd)
 		if !ok {
 			return next(ctx, cmd)
 		}
-		e.c.sending(cmd)
+		e.c.sending(sc)
 		call, callWall := mono(), wall()
 		err := next(ctx, cmd)
 		owner, _ := ctx.Value(ownerKey{}).(int64)
-		e.c.recordScript(script, cmd, owner, call, callWall)
+		e.c.recordScript(sc, owner, call, callWall)
 		return err
 	}
 }
 
 func (e scriptRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var scs []scriptCall
 		for _, cmd := range cmds {
-			e.c.sending(cmd)
+			if sc, ok := e.c.parseCall(cmd); ok {
+				e.c.sending(sc)
+				scs = append(scs, sc)
+			}
 		}
 		call, callWall := mono(), wall()
 		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			if script, _, _, ok := redisbackend.ScriptCall(cmd.Args()); ok {
-				e.c.recordScript(script, cmd, 0, call, callWall) // a pipeline's context is none of its callers'
-			}
+		for _, sc := range scs {
+			e.c.recordScript(sc, 0, call, callWall) // a pipeline's context is none of its callers'
 		}
 		return err
 	}
 }
 
+// A scriptCall is a call of one of distlock's scripts: the script's name,
+// the lock name of its first key, its arguments, and the command.
+type scriptCall struct {
+	script, name string
+	argv         []string
+	cmd          redis.Cmder
+}
+
+// parseCall reads cmd as a call of one of distlock's scripts, or reports
+// that it is not one.
+func (c *chaosClient) parseCall(cmd redis.Cmder) (scriptCall, bool) {
+	script, keys, argv, ok := redisbackend.ScriptCall(cmd.Args())
+	if !ok {
+		return scriptCall{}, false
+	}
+	sc := scriptCall{script: script, argv: argv, cmd: cmd}
+	if len(keys) > 0 {
+		sc.name, _, _ = strings.Cut(strings.TrimPrefix(keys[0], c.cfg.Prefix+"{"), "}")
+	}
+	return sc, true
+}
+
+// waitArg is the index of the queue timeout among the arguments of the
+// acquisition scripts of the queued kinds ('0': never queues; see their
+// headers).
+var waitArg = map[string]int{"fair_acquire": 5, "rw_acquire": 7, "sem_acquire": 7}
+
 // sending notes, for queueBeforeClose, an acquisition call that may
 // queue (a queued kind's, not a try) about to be sent.
-func (c *chaosClient) sending(cmd redis.Cmder) {
-	script, keys, argv, _ := redisbackend.ScriptCall(cmd.Args())
-	wait := map[string]int{"fair_acquire": 5, "rw_acquire": 7, "sem_acquire": 7}[script]
-	if wait == 0 || len(keys) == 0 || len(argv) <= wait || argv[wait] == "0" {
-		return
+func (c *chaosClient) sending(sc scriptCall) {
+	if wait, ok := waitArg[sc.script]; ok && len(sc.argv) > wait && sc.argv[wait] != "0" {
+		c.noteQueue(c.enqueuedAt, sc.name)
 	}
-	name, _, _ := strings.Cut(strings.TrimPrefix(keys[0], c.cfg.Prefix+"{"), "}")
-	c.noteQueue(c.enqueuedAt, name)
 }
 
-// recordScript records what the checks need of a call of script.
-func (c *chaosClient) recordScript(script string, cmd redis.Cmder, owner, call, callWall int64) {
-	if script == "fair_acquire" || script == "rw_acquire" || script == "sem_acquire" {
-		c.recordEnqueue(cmd, owner, call, callWall)
+// recordScript records what the checks need of a call.
+func (c *chaosClient) recordScript(sc scriptCall, owner, call, callWall int64) {
+	if _, ok := waitArg[sc.script]; ok {
+		c.recordEnqueue(sc, owner, call, callWall)
 	}
-	c.recordScriptError(script, cmd)
+	c.recordScriptError(sc)
 }
 
-// recordScriptError writes a serr record for each error of the call of
-// script that the script itself raised: a Lua error, or a command the
-// script ran that Redis refused, either for the whole call (Redis
-// reports it with '@user_script') or for one item of a batch (refresh.lua,
-// renew.lua and shared_renew.lua answer an error in the item's place),
-// unless it is about the server's state (serverState: a failover's
-// replica refuses writes). The chaos run's faults never cause one
-// otherwise (they cut connections, delay them, stop or empty Redis, flush
-// its scripts): a script error is a bug of a script, such as a record it
-// cannot read (a name with a space).
-func (c *chaosClient) recordScriptError(script string, cmd redis.Cmder) {
+// recordScriptError writes a serr record for each error of the call that
+// the script itself raised: a Lua error, or a command the script ran that
+// Redis refused, either for the whole call (Redis reports it with
+// '@user_script') or for one item of a batch (refresh.lua, renew.lua and
+// shared_renew.lua answer an error in the item's place), unless it is
+// about the server's state (serverState: a failover's replica refuses
+// writes). The chaos run's faults never cause one otherwise (they cut
+// connections, delay them, stop or empty Redis, flush its scripts): a
+// script error is a bug of a script, such as a record it cannot read (a
+// name with a space).
+func (c *chaosClient) recordScriptError(sc scriptCall) {
 	var texts []string
-	if err := cmd.Err(); err != nil && strings.Contains(err.Error(), "user_script") && !serverState(err.Error()) {
+	if err := sc.cmd.Err(); err != nil && strings.Contains(err.Error(), "user_script") && !serverState(err.Error()) {
 		texts = append(texts, err.Error())
 	}
-	if rc, ok := cmd.(*redis.Cmd); ok && rc.Err() == nil {
-		if items, ok := rc.Val().([]any); ok && (script == "refresh" || script == "renew" || script == "shared_renew") {
+	if rc, ok := sc.cmd.(*redis.Cmd); ok && rc.Err() == nil {
+		if items, ok := rc.Val().([]any); ok && (sc.script == "refresh" || sc.script == "renew" || sc.script == "shared_renew") {
 			for _, v := range items {
 				if err, ok := v.(error); ok && !serverState(err.Error()) {
 					texts = append(texts, err.Error())
@@ -885,16 +910,8 @@ func (c *chaosClient) recordScriptError(script string, cmd redis.Cmder) {
 			}
 		}
 	}
-	if len(texts) == 0 {
-		return
-	}
-	_, keys, _, _ := redisbackend.ScriptCall(cmd.Args())
-	name := ""
-	if len(keys) > 0 {
-		name, _, _ = strings.Cut(strings.TrimPrefix(keys[0], c.cfg.Prefix+"{"), "}")
-	}
 	for _, t := range texts {
-		c.h.write(record{K: "serr", Client: c.cfg.ID, Name: name, Script: script, T: mono(), Err: t})
+		c.h.write(record{K: "serr", Client: c.cfg.ID, Name: sc.name, Script: sc.script, T: mono(), Err: t})
 	}
 }
 
@@ -928,32 +945,25 @@ func serverState(text string) bool {
 // owner), wrongkind, toobig (a semaphore's permits above its capacity),
 // deadlock (a read-write lock's upgrade) or error (no reply, or an error
 // reply: the request may or may not have been applied).
-func (c *chaosClient) recordEnqueue(cmd redis.Cmder, owner, call, callWall int64) {
+func (c *chaosClient) recordEnqueue(sc scriptCall, owner, call, callWall int64) {
 	ret, retWall := mono(), wall()
-	script, keys, argv, _ := redisbackend.ScriptCall(cmd.Args())
-	// The queue timeout ('0': never queues) and, for a read-write lock,
-	// the re-entry flag (see the scripts' headers).
-	wait, reenter := 5, -1
-	switch script {
-	case "rw_acquire":
-		wait, reenter = 7, 11
-	case "sem_acquire":
-		wait = 7
+	wait, reenter := waitArg[sc.script], -1
+	if sc.script == "rw_acquire" {
+		reenter = 11 // the re-entry flag
 	}
-	if len(keys) == 0 || len(argv) <= max(wait, reenter) {
+	if len(sc.argv) <= max(wait, reenter) {
 		return
 	}
-	name, _, _ := strings.Cut(strings.TrimPrefix(keys[0], c.cfg.Prefix+"{"), "}")
 	res := "error"
-	if rc, ok := cmd.(*redis.Cmd); ok && rc.Err() == nil {
+	if rc, ok := sc.cmd.(*redis.Cmd); ok && rc.Err() == nil {
 		if v, err := rc.Slice(); err == nil && len(v) > 0 {
 			code, _ := v[0].(int64)
 			res = map[int64]string{1: "acquired", 2: "queued", 0: "refused", -1: "wrongkind", -3: "deadlock", -4: "toobig"}[code]
 		}
 	}
-	c.h.write(record{K: "enq", Client: c.cfg.ID, Owner: owner, Name: name, Place: placeID(argv[0]), Try: argv[wait] == "0",
-		Reenter: reenter > 0 && argv[reenter] == "1", Script: script,
-		Call: call, Ret: ret, CallWall: callWall, Wall: retWall, Res: res, Err: errString(cmd.Err())})
+	c.h.write(record{K: "enq", Client: c.cfg.ID, Owner: owner, Name: sc.name, Place: placeID(sc.argv[0]), Try: sc.argv[wait] == "0",
+		Reenter: reenter > 0 && sc.argv[reenter] == "1", Script: sc.script,
+		Call: call, Ret: ret, CallWall: callWall, Wall: retWall, Res: res, Err: errString(sc.cmd.Err())})
 }
 
 func errString(err error) string {

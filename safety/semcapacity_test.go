@@ -3,8 +3,10 @@
 package safety
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,8 +82,9 @@ func (r *chaosRun) setPermits(frac func(lo, hi float64) time.Duration) string {
 // one the last change confirmed before from set (the clients' before
 // any), and that of every change made, or whose outcome is unknown, within
 // the span; the clients' again after a Redis restart, which loses the
-// capacity (the next acquisition sets it from its own argument).
-func (r *chaosRun) capacityBound(name string, from, to int64) int {
+// capacity, or after a lapse (see capacityLapses): the next acquisition
+// then sets it from its own argument.
+func (r *chaosRun) capacityBound(name string, lapses []lapse, from, to int64) int {
 	bound := r.sem[name]
 	var first int64
 	for _, c := range r.caps {
@@ -99,10 +102,60 @@ func (r *chaosRun) capacityBound(name string, from, to int64) int {
 			bound = max(bound, c.value)
 		}
 	}
-	if first != 0 && r.restartDuring(first, to) {
+	if first == 0 {
+		return bound
+	}
+	reverted := r.restartDuring(first, to)
+	for _, l := range lapses {
+		reverted = reverted || l.from < to && l.to > first
+	}
+	if reverted {
 		bound = max(bound, r.sem[name])
 	}
 	return bound
+}
+
+// A lapse is a span during which a semaphore's capacity may have expired.
+type lapse struct{ from, to int64 }
+
+// capacityLapses returns the spans during which the capacity of a
+// semaphore whose acquisitions are as may have expired, as documented: it
+// is kept while any permit is held or waited for, and for the fencing
+// retention after the last acquisition or SetPermits. So it may have
+// expired once the retention has passed since the last of them, and no
+// acquisition is under way and no permit held: from retention after the
+// start of such a quiet span to its end. The spans are taken from the
+// histories (an acquisition from its call to its reply, a hold from its
+// reply to its release call or the end of its validity), which can only
+// make them longer than the server's: the check that follows is lenient
+// where the capacity may have lapsed, and the sampler checks that it
+// never does while it is held or waited for.
+func (r *chaosRun) capacityLapses(name string, as []*acquisition, runEnd int64) []lapse {
+	var busy []lapse
+	for _, a := range as {
+		busy = append(busy, lapse{a.acq.Call, a.acq.Ret})
+		if a.ok() {
+			busy = append(busy, lapse{a.acq.Ret, a.validEnd(runEnd)})
+		}
+	}
+	for _, c := range r.caps {
+		if c.name == name {
+			busy = append(busy, lapse{c.call, c.ret})
+		}
+	}
+	slices.SortFunc(busy, func(a, b lapse) int { return cmp.Compare(a.from, b.from) })
+	var out []lapse
+	end := r.start
+	for _, b := range busy {
+		if b.from-end > int64(r.retention) {
+			out = append(out, lapse{end + int64(r.retention), b.from})
+		}
+		end = max(end, b.to)
+	}
+	if runEnd-end > int64(r.retention) {
+		out = append(out, lapse{end + int64(r.retention), runEnd})
+	}
+	return out
 }
 
 // shrunkBelow says whether the capacity of name can have been below n at
@@ -196,7 +249,8 @@ func (r *chaosRun) checkInvalid(rep *chaosReport, byName map[string][]*acquisiti
 // The semaphore checker holds each admission to the capacity that can have
 // been in force when it was made: an admission that takes the permits in
 // use above a shrunk capacity is flagged; holders kept above it after a
-// shrink, or an admission after the capacity grew back, are not. A refusal
+// shrink, an admission after the capacity grew back, or after it may have
+// lapsed (nobody held or asked for a permit for the retention), are not. A refusal
 // with ErrInvalidOption passes only while the capacity can have been below
 // the permits asked for.
 func TestSemaphoreCheckerCapacityInForce(t *testing.T) {
@@ -215,11 +269,13 @@ func TestSemaphoreCheckerCapacityInForce(t *testing.T) {
 		{"1 more admitted while shrunk", []*acquisition{acq(2, 100, 6000, "ok"), acq(1, 2000, 3000, "ok")}, true},
 		{"1 more admitted once grown back", []*acquisition{acq(2, 100, 6000, "ok"), acq(1, 5100, 5200, "ok")}, false},
 		{"1 more admitted while the shrink was on its way", []*acquisition{acq(2, 100, 6000, "ok"), acq(1, 1005, 3000, "ok")}, false},
+		{"2 admitted while shrunk", []*acquisition{acq(1, 100, 1200, "ok"), acq(2, 1500, 2500, "ok")}, true},
+		{"2 admitted after the shrunk capacity lapsed", []*acquisition{acq(1, 100, 1200, "ok"), acq(2, 2000, 2500, "ok")}, false},
 		{"2 refused as invalid while shrunk", []*acquisition{acq(2, 2000, 2000, "invalid")}, false},
 		{"2 refused as invalid with no shrink", []*acquisition{acq(2, 7000, 7000, "invalid")}, true},
 	} {
 		t.Run(c.what, func(t *testing.T) {
-			r := &chaosRun{t: t, names: []string{"s"}, sem: map[string]int{"s": 3}, caps: caps}
+			r := &chaosRun{t: t, names: []string{"s"}, sem: map[string]int{"s": 3}, caps: caps, retention: 500}
 			rep := &chaosReport{}
 			r.checkShared(rep, map[string][]*acquisition{"s": c.as}, 10_000)
 			r.checkInvalid(rep, map[string][]*acquisition{"s": c.as})

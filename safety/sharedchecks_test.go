@@ -93,8 +93,9 @@ type sharedReport struct {
 		Exceeded int
 		// Shrunk counts the checked acquisitions admitted while the
 		// capacity was shrunk (a set-permits fault): checked against the
-		// smaller capacity.
-		Shrunk int
+		// smaller capacity, unless it may have lapsed since (Lapsed of
+		// them: nobody held or asked for a permit for the retention).
+		Shrunk, Lapsed int
 		// InvalidExplained counts the acquisitions refused with
 		// ErrInvalidOption while the capacity was shrunk below their
 		// permits; InvalidUnexplained those refused otherwise: must be 0.
@@ -233,6 +234,7 @@ func (r *chaosRun) checkShared(rep *chaosReport, byName map[string][]*acquisitio
 				}
 			}
 			ivs := r.sharedIntervals(as, runEnd, &sm.Intervals, &sm.Checked, &sm.ExcludedPaused, &sm.ExcludedRestart)
+			lapses := r.capacityLapses(name, as, runEnd)
 			// At each start, the permits of the intervals still open
 			// (an interval that ends where another starts is closed).
 			var open, all []sharedInterval
@@ -248,9 +250,12 @@ func (r *chaosRun) checkShared(rep *chaosReport, byName map[string][]*acquisitio
 				open = append(open, x)
 				inUse := permits(open)
 				sm.MaxInUse = max(sm.MaxInUse, inUse)
-				capacity := r.capacityBound(name, x.a.acq.Call, x.from)
-				if capacity < r.sem[name] {
+				capacity := r.capacityBound(name, lapses, x.a.acq.Call, x.from)
+				if strict := r.capacityBound(name, nil, x.a.acq.Call, x.from); strict < r.sem[name] {
 					sm.Shrunk++
+					if capacity > strict {
+						sm.Lapsed++
+					}
 				}
 				if inUse > capacity {
 					sm.Exceeded++
