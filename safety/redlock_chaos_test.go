@@ -396,8 +396,6 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 	wg.Add(2)
 	go func() { defer wg.Done(); p.Try = p.call(redlockProbe+"-try", true) }()
 	go func() { defer wg.Done(); p.Lock = p.call(redlockProbe, false) }()
-	wg.Wait()
-	p.probeCancel()
 	if held != nil {
 		select {
 		case <-held.Context().Done():
@@ -407,6 +405,11 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 			p.Held.Lost, p.Held.Cause = errors.Is(cause, distlock.ErrLockLost), cause.Error()
 		}
 	}
+	// The phase ends on time, whether or not the probe's calls have
+	// returned: a call that failed waits for the clean-up of its attempts
+	// (abandon), which needs a quorum; keeping the majority faulty until
+	// they return would stretch the phase until a killed master's delayed
+	// restart, which gives the quorum back within it.
 	time.Sleep(time.Until(phaseEnd)) // the phase's length
 	p.End = mono()
 	for _, m := range members[len(killed):] {
@@ -414,6 +417,8 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 			r.t.Errorf("no-quorum phase: resume master %d: %v", m, err)
 		}
 	}
+	wg.Wait()
+	p.probeCancel()
 	for i := range rl.masters {
 		if !slices.Contains(killed, i) {
 			rl.release(i) // the killed ones are freed once restarted
