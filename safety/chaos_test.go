@@ -22,6 +22,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redistest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -43,6 +44,7 @@ const (
 	faultLateRequest  = "proxy-late-request"
 	faultLostReply    = "proxy-lost-reply"
 	faultClientClose  = "client-close"
+	faultSetPermits   = "set-permits"
 	// Sentinel mode: the master is killed and the sentinels promote its
 	// replica; a sentinel is asked for a failover; the replica's
 	// replication is cut, then the master is killed (the promoted replica
@@ -61,7 +63,7 @@ const (
 // per client.
 var faultKinds = []string{faultHolderKill, faultHolderPause, faultRedisPause, faultRedisRestart,
 	faultLatency, faultTimeout, faultReset, faultScriptFlush, faultPoolHog, faultCancelStorm,
-	faultLateRequest, faultLostReply, faultClientClose}
+	faultLateRequest, faultLostReply, faultClientClose, faultSetPermits}
 
 // clusterFaultKinds are the faults of a run on a Redis Cluster, which the
 // clients reach directly (a proxy would hide the nodes' addresses from the
@@ -69,7 +71,7 @@ var faultKinds = []string{faultHolderKill, faultHolderPause, faultRedisPause, fa
 // A restarted node comes back empty and without its slots, and the pool
 // fault needs a single-node client, so both are left out.
 var clusterFaultKinds = []string{faultHolderKill, faultHolderPause, faultRedisPause,
-	faultScriptFlush, faultCancelStorm, faultClientClose}
+	faultScriptFlush, faultCancelStorm, faultClientClose, faultSetPermits}
 
 // sentinelFaultKinds are the faults of a run on a Sentinel group (a master,
 // one replica, three sentinels), which the clients reach with go-redis's
@@ -92,9 +94,10 @@ const sentinelReplicas = 1
 const sentinelAckTimeout = 150 * time.Millisecond
 
 // benign faults do not break the mutex model: windows that contain them are
-// still checked for linearizability (SCRIPT FLUSH must be invisible, and
-// cancelled acquisitions are in the model as operations of unknown outcome).
-var benignFaults = map[string]bool{faultScriptFlush: true, faultCancelStorm: true}
+// still checked for linearizability (SCRIPT FLUSH must be invisible,
+// cancelled acquisitions are in the model as operations of unknown
+// outcome, and a semaphore's capacity is no mutex's).
+var benignFaults = map[string]bool{faultScriptFlush: true, faultCancelStorm: true, faultSetPermits: true}
 
 // A fault is one injected fault; times are CLOCK_MONOTONIC ns.
 type fault struct {
@@ -146,11 +149,20 @@ type chaosRun struct {
 	ctl      redis.UniversalClient // direct to the lock server(s), for the scheduler
 	nodes    []*redis.Client       // one per lock server, direct
 	proxies  []*toxiproxy.Proxy    // one per client slot; one per master in the Redlock mode; none in the cluster and Sentinel modes
+	prefix   string                // of every key and channel: distlock's default, or one with a space (the cluster mode)
 	names    []string
 	fair     map[string]time.Duration // the names locked with FairMutex, and their queue timeouts
+	elect    map[string]time.Duration // the elections' names, and their queue timeouts
 	rw       map[string]time.Duration // the names locked with RWMutex, and their queue timeouts
 	sem      map[string]int           // the semaphores' names, and their capacity
 	semQueue time.Duration            // the semaphores' queue timeout
+	// retention is the clients' fencing retention (WithFenceRetention):
+	// shorter than the longest holds in the single and cluster modes, so
+	// that every key a holder or a waiter counts on must outlive it.
+	retention time.Duration
+	onceRate  float64          // the share of iterations that run a job once (oncechecks_test.go)
+	admin     *distlock.Client // the scheduler's, for SetPermits (on ctl)
+	caps      []capChange      // the set-permits faults' changes, in order
 
 	mu      sync.Mutex
 	procs   []*clientProc // every process ever started
@@ -242,38 +254,52 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 		// pace of the other modes.
 		r.lease, r.unit = *flagSentinelLease, min(*flagLease, *flagSentinelLease)
 	}
+	r.prefix, r.retention = "distlock:", distlock.DefaultFenceRetention
+	if cluster {
+		r.prefix = chaosClusterPrefix
+	}
+	if mode == modeSingle || cluster {
+		r.retention, r.onceRate = chaosRetention, onceRate
+	}
 	for i := 0; i < *flagNames; i++ {
-		r.names = append(r.names, fmt.Sprintf("chaos-%d", i))
+		r.names = append(r.names, chaosName("chaos", i))
 	}
 	// Fair names are fair for the whole run (kinds never mix), with a
 	// queue timeout of half a lease (a grant's lease is then shorter than
 	// the TTL, and the grantee renews it at once; every pause of a waiter
 	// costs its place) or of two leases (places outlive short faults).
-	r.fair = map[string]time.Duration{}
-	nFair, nRW, nSem := *flagFair, *flagRW, *flagSem
+	r.fair, r.elect = map[string]time.Duration{}, map[string]time.Duration{}
+	nFair, nRW, nSem, nElect := *flagFair, *flagRW, *flagSem, *flagElect
 	if mode == modeSentinel || redlock {
 		// The point is failover: plain mutexes only without replica
 		// acknowledgement (the queued kinds' places and grants are lost
 		// with the rest). With it, every kind: a grant is confirmed by
 		// the grantee's own acknowledged renewal. Redlock refuses them
 		// (ErrUnsupported).
-		nFair, nRW, nSem = 0, 0, 0
+		nFair, nRW, nSem, nElect = 0, 0, 0, 0
 	}
 	for i := 0; i < nFair; i++ {
-		name := fmt.Sprintf("fair-%d", i)
+		name := chaosName("fair", i)
 		r.names = append(r.names, name)
 		r.fair[name] = []time.Duration{r.lease / 2, 2 * r.lease}[i%2]
+	}
+	// Elections are fair mutexes whose holder leads: candidates queue as
+	// fair waiters do, with a queue timeout of two leases.
+	for i := 0; i < nElect; i++ {
+		name := chaosName("elect", i)
+		r.names = append(r.names, name)
+		r.elect[name] = 2 * r.lease
 	}
 	// Read-write locks and semaphores are of their kind for the whole run
 	// too. Their queue timeout is two leases.
 	r.rw, r.sem, r.semQueue = map[string]time.Duration{}, map[string]int{}, 2*r.lease
 	for i := 0; i < nRW; i++ {
-		name := fmt.Sprintf("rw-%d", i)
+		name := chaosName("rw", i)
 		r.names = append(r.names, name)
 		r.rw[name] = 2 * r.lease
 	}
 	for i := 0; i < nSem; i++ {
-		name := fmt.Sprintf("sem-%d", i)
+		name := chaosName("sem", i)
 		r.names = append(r.names, name)
 		r.sem[name] = semCapacity
 	}
@@ -326,7 +352,11 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 		}
 		r.ctl = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: r.cluster, MaxRetries: -1})
 	}
+	r.admin = distlock.New(r.ctl, distlock.WithLogger(nil), distlock.WithPrefix(r.prefix), distlock.WithFenceRetention(r.retention))
 	defer func() {
+		if err := r.admin.Close(); err != nil {
+			t.Errorf("the scheduler's client: %v", err)
+		}
 		r.ctl.Close()
 		for _, n := range r.nodes {
 			n.Close()
@@ -345,7 +375,7 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 		monitored = nil
 	}
 	for _, s := range monitored {
-		m := newMonitor(s.Addr(), "distlock:")
+		m := newMonitor(s.Addr(), r.prefix)
 		m.shared = r.sharedNames()
 		mon = append(mon, m)
 		ready := make(chan struct{})
@@ -402,8 +432,8 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 	rep := r.check(store, mon, runEnd)
 	rep.TTL = ttls
 	rep.Seed, rep.Duration = seed, dur.String()
-	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run '%s$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.fair=%d -chaos.rw=%d -chaos.sem=%d -chaos.lease=%v -chaos.work=%v -v .",
-		t.Name(), seed, dur, r.clients, *flagWorkers, *flagNames, *flagFair, *flagRW, *flagSem, r.lease, *flagWork)
+	rep.Command = fmt.Sprintf("cd safety && go test -race -count=1 -timeout 30m -run '%s$' -seed=%d -chaos.duration=%v -chaos.clients=%d -chaos.workers=%d -chaos.names=%d -chaos.fair=%d -chaos.rw=%d -chaos.sem=%d -chaos.elect=%d -chaos.marks=%v -chaos.lease=%v -chaos.work=%v -v .",
+		t.Name(), seed, dur, r.clients, *flagWorkers, *flagNames, *flagFair, *flagRW, *flagSem, *flagElect, *flagMarks, r.lease, *flagWork)
 	if sentinel {
 		rep.Command = strings.Replace(rep.Command, " -v .", fmt.Sprintf(" -chaos.sentinel.lease=%v -v .", r.lease), 1)
 	}
@@ -456,13 +486,22 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 		PoolSize:    4,
 		PoolTimeout: r.lease / 4,
 		WorkMax:     *flagWork,
-		CancelRate:  0.05,
+		CancelRate:  0.07,
 		TryRate:     0.2,
 		ExtendRate:  0.15,
+		Prefix:      r.prefix,
+		Retention:   r.retention,
 		Fair:        r.fair,
+		Elect:       r.elect,
 		RW:          r.rw,
 		Sem:         r.sem,
 		SemQueue:    r.semQueue,
+		OnceRate:    r.onceRate,
+		OncePer:     oncePerName,
+		OncePeriod:  oncePeriod,
+		OnceKey:     onceKeyBase,
+		OnceWindow:  onceWindow,
+		OnceKeep:    onceKeepFor,
 	}
 	if r.sentinel != nil {
 		cfg.SentinelAddrs, cfg.MasterName = r.sentinel.SentinelAddrs(), r.sentinel.MasterName()
@@ -521,6 +560,10 @@ func (r *chaosRun) stopClients() {
 // schedule injects faults until end: first every kind once in a seeded
 // order, then kinds at random; between faults a short gap, and now and then
 // a quiet stretch of several leases for the linearizability windows. The
+// faults whose checks are about the queued kinds' give-ups (Close under
+// load, a cancel storm, set-permits) come first, in a seeded order, after
+// a paused master in the cluster mode, so that a short run, which may not
+// reach every kind, has each of them. The
 // Redlock mode's faults of masters have a schedule of their own, at the
 // same time (redlockRun.schedule).
 func (r *chaosRun) schedule(end time.Time) {
@@ -529,7 +572,17 @@ func (r *chaosRun) schedule(end time.Time) {
 		go func() { defer close(done); r.redlock.schedule(r, end) }()
 		defer func() { <-done }()
 	}
-	r.scheduleKinds(end, r.rng, r.kinds, nil, r.inject)
+	var first []string
+	for _, k := range []string{faultClientClose, faultCancelStorm, faultSetPermits} {
+		if slices.Contains(r.kinds, k) {
+			first = append(first, k)
+		}
+	}
+	r.rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+	if r.cluster {
+		first = append([]string{faultRedisPause}, first...) // the cluster mode's own
+	}
+	r.scheduleKinds(end, r.rng, r.kinds, first, r.inject)
 }
 
 // scheduleKinds is a schedule of kinds, drawn with rng, whose first round
@@ -607,21 +660,9 @@ func (r *chaosRun) holderSlot() (int, string) {
 	defer cancel()
 	var pids []int
 	what := "holder"
-	if len(r.fair)+len(r.rw)+len(r.sem) > 0 && r.rng.Intn(2) == 0 {
+	if len(r.fair)+len(r.elect)+len(r.rw)+len(r.sem) > 0 && r.rng.Intn(2) == 0 {
 		what = "waiter"
-		for _, n := range r.names {
-			if r.kindOf(n) == "plain" {
-				continue
-			}
-			for _, v := range r.ctl.HVals(ctx, "distlock:{"+n+"}:qi").Val() {
-				// kind n seq lease queue channel pid host (lib.lua, place_value)
-				if f := strings.Fields(v); len(f) >= 7 {
-					if pid, err := strconv.Atoi(f[6]); err == nil {
-						pids = append(pids, pid)
-					}
-				}
-			}
-		}
+		pids = r.waiterPIDs(ctx)
 	} else {
 		// A Redlock holder holds its lock on several masters: the pids
 		// of all of them (a master that is down or paused gives none).
@@ -641,7 +682,7 @@ func (r *chaosRun) holderSlot() (int, string) {
 				for _, n := range r.names {
 					// A mutex's holder is its i field, a shared lock's holders
 					// are its i:<owner> fields: 'pid since host' (lib.lua).
-					for f, v := range srv.HGetAll(ctx, "distlock:{"+n+"}").Val() {
+					for f, v := range srv.HGetAll(ctx, r.key(n)).Val() {
 						if f == "i" || strings.HasPrefix(f, "i:") {
 							if pid, err := strconv.Atoi(strings.Fields(v + " x")[0]); err == nil {
 								mu.Lock()
@@ -665,6 +706,60 @@ func (r *chaosRun) holderSlot() (int, string) {
 		}
 	}
 	return r.rng.Intn(len(r.current)), "random"
+}
+
+// waiterPIDs returns the pids of the processes that have a place in a
+// queue (of any queued kind) now.
+func (r *chaosRun) waiterPIDs(ctx context.Context) []int {
+	var pids []int
+	for _, n := range r.names {
+		if r.kindOf(n) == "plain" {
+			continue
+		}
+		for _, v := range r.ctl.HVals(ctx, r.key(n)+":qi").Val() {
+			if pid, ok := placePID(r.key(n), v); ok {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// key is the lock hash of name, under the run's prefix; its other keys
+// follow it (":q", ":fence", ...).
+func (r *chaosRun) key(name string) string { return r.prefix + "{" + name + "}" }
+
+// chaosRetention is the fencing retention of the single and cluster
+// modes' clients: a second, shorter than the longest holds (up to three
+// leases with Extend) and places (two leases), so that whatever a holder
+// or a waiter counts on (a semaphore's capacity above all) is kept by
+// them, not by the retention.
+const chaosRetention = time.Second
+
+// chaosClusterPrefix is the key prefix of the cluster mode: it holds a
+// space, as names do (the other modes keep distlock's default, what most
+// users have).
+const chaosClusterPrefix = "chaos lock:"
+
+// nameMarks are what the run's names carry besides their kind and number:
+// spaces, quotes, glob and format characters, brackets, a backslash and
+// non-ASCII letters, everything the API accepts but braces and control
+// characters. MONITOR quotes them (sdscatrepr), so its parser is tested too.
+var nameMarks = []string{"", " 'x'", " *?%", " [0] ä", ` "q" \ é`}
+
+// chaosName is the name of the i-th lock of kind (chaos for the plain
+// mutexes, fair, elect, rw, sem): "chaos 0", "fair 'x' 0", "rw *?% 0",
+// "sem [0] ä 0", ...; each kind starts at another mark, so that every kind
+// meets the unusual ones. The number comes last: a word after the first
+// space that is not a number is what broke the queued kinds' records once
+// (a name "fair 1 x" was misread without an error). With
+// -chaos.marks=false, names are plain: "chaos-0", "fair-0", ...
+func chaosName(kind string, i int) string {
+	if !*flagMarks {
+		return fmt.Sprintf("%s-%d", kind, i)
+	}
+	offset := map[string]int{"chaos": 0, "fair": 1, "rw": 2, "sem": 3, "elect": 4}[kind]
+	return fmt.Sprintf("%s%s %d", kind, nameMarks[(i+offset)%len(nameMarks)], i)
 }
 
 func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) {
@@ -744,20 +839,18 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		slot := r.rng.Intn(len(r.current))
 		p := r.current[slot]
 		f.Slot, f.Client = slot, p.id
-		slow := len(r.proxies) > 0 && r.rng.Intn(2) == 0
+		toxic, inflight := r.closeToxic(frac, &f.Detail)
 		f.Start = mono()
-		if slow {
-			// Replies on their way while Close runs: acquisitions,
-			// renewals and releases in flight must be waited for.
-			lat := frac(0.2, 0.6)
-			f.Detail = fmt.Sprintf("replies delayed by %v", lat)
-			toxic := fmt.Sprintf(`{"name":"fault","type":"latency","stream":"downstream","attributes":{"latency":%d,"jitter":0}}`, lat.Milliseconds())
+		if toxic != "" {
 			if _, err := r.proxies[slot].Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(lat) // let requests pile up behind the delay
 		}
-		p.send("close")
+		if inflight {
+			p.send("close inflight")
+		} else {
+			p.send("close")
+		}
 		select {
 		case <-p.done:
 		case <-time.After(60 * time.Second):
@@ -766,13 +859,17 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 			<-p.done
 		}
 		p.stdin.Close()
-		if slow {
+		if toxic != "" {
 			if err := r.proxies[slot].Toxics.RemoveToxic(context.Background(), "fault"); err != nil {
 				t.Fatal(err)
 			}
 		}
 		f.End = mono()
 		r.spawn(slot)
+	case faultSetPermits:
+		f.Start = mono()
+		f.Detail = r.setPermits(frac)
+		f.End = mono()
 	case faultMasterKill, faultSentinelFailover, faultCutKill:
 		f.Start = mono()
 		f.Detail = r.failover(kind, frac)
@@ -794,6 +891,47 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		f.End = mono()
 	}
 	r.record(f)
+}
+
+// closeToxic draws the toxic (named fault) of a close fault on the
+// closing client's proxy, if it has one ("" for none), describes it in
+// detail, and says whether Close is to race queued acquisitions in
+// flight. Three times in four, half of the time each:
+//
+//   - Its replies are delayed while Close runs: acquisitions, renewals,
+//     releases and the queues' places in flight must be waited for, or
+//     abandoned, and Close is called once waiters of each queued kind
+//     wait. The delay is mostly well below the client's read timeout
+//     (half a lease): with requests pipelined behind the round trips in
+//     flight, a call then waits about two of them, within the engine's
+//     bound of a lease, so that the waiters queue and Close can confirm
+//     what it does; now and then it is up to past the read timeout.
+//   - Its requests are delayed, by 0.05 to 0.8 lease each (toxiproxy's
+//     jitter), and Close is called as soon as an acquisition that may
+//     queue is on its way: some land after go-redis gave up on them (the
+//     read timeout), and requests reach Redis out of order across
+//     connections, so that an acquisition sent before Close can land
+//     after Close's own clean-up of its owner (Close racing a queued
+//     acquisition).
+func (r *chaosRun) closeToxic(frac func(lo, hi float64) time.Duration, detail *string) (toxic string, inflight bool) {
+	if len(r.proxies) == 0 || r.rng.Intn(4) == 0 {
+		return "", false
+	}
+	latency := func(stream string, lat, jitter time.Duration) string {
+		return fmt.Sprintf(`{"name":"fault","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":%d}}`,
+			stream, lat.Milliseconds(), jitter.Milliseconds())
+	}
+	if r.rng.Intn(2) == 0 {
+		lat := frac(0.1, 0.3)
+		if r.rng.Intn(4) == 0 {
+			lat = frac(0.3, 0.6)
+		}
+		*detail = fmt.Sprintf("replies delayed by %v", lat)
+		return latency("downstream", lat, 0), false
+	}
+	lat, jitter := frac(0.35, 0.5), r.lease*3/10
+	*detail = fmt.Sprintf("requests delayed by %v ± %v, racing acquisitions in flight", lat, jitter)
+	return latency("upstream", lat, jitter), true
 }
 
 // proxyFault draws a toxiproxy fault of kind with rng and frac: the toxic

@@ -88,14 +88,7 @@ type chaosReport struct {
 		Outcomes map[string]int
 		Shorter  int // to a lease shorter than the run's
 	}
-	Close struct {
-		Calls, Ok int
-		Outcomes  map[string]int
-		Tenures   int // tenures of the closing process on the server, checked
-		Outlived  int // a tenure begun before a nil Close that was still on the server when Close returned: must be 0
-		LateStart int // a tenure begun after Close returned (a late copy of a retried acquire: the documented residual, ends with its lease)
-		Detail    []string
-	}
+	Close closeReport
 	// MasterPause, in the cluster mode: successful acquisitions that
 	// returned while one master was paused, of names on the other masters
 	// (the pause costs only its own slots) and on the paused one.
@@ -125,6 +118,14 @@ type chaosReport struct {
 	Orphans orphanReport
 	Fair    fairReport
 	Shared  sharedReport // the read-write locks and semaphores (sharedchecks_test.go)
+	GiveUp  giveUpReport // nothing of a failed queued acquisition left after it returned (giveupchecks_test.go)
+	// ScriptErrors counts the errors that distlock's scripts raised
+	// themselves, by script (see recordScriptError): must be none.
+	ScriptErrors struct {
+		By     map[string]int
+		Detail []string
+	}
+	Once onceReport // the jobs run once (oncechecks_test.go)
 	// FairShare is the part of the checkers' figures about fair names.
 	FairShare struct {
 		Histories, HistoriesOk, HistoriesIllegal       int
@@ -168,8 +169,9 @@ func (rep *chaosReport) violations() []string {
 	if rw := rep.Shared.RW; rw.WriterOverlaps > 0 {
 		v = append(v, fmt.Sprintf("read-write locks: %d overlaps of a writer's validity interval with another holder's: %v", rw.WriterOverlaps, rw.Detail))
 	}
-	if sm := rep.Shared.Sem; sm.Exceeded+sm.LeftInUse > 0 {
-		v = append(v, fmt.Sprintf("semaphores: %d acquisitions took the permits in use above the capacity %d, %d permits left in use after the run: %v", sm.Exceeded, sm.Capacity, sm.LeftInUse, sm.Detail))
+	if sm := rep.Shared.Sem; sm.Exceeded+sm.LeftInUse+sm.InvalidUnexplained > 0 {
+		v = append(v, fmt.Sprintf("semaphores: %d acquisitions took the permits in use above the capacity in force, %d permits left in use after the run, %d refused with ErrInvalidOption with no capacity below their permits: %v",
+			sm.Exceeded, sm.LeftInUse, sm.InvalidUnexplained, sm.Detail))
 	}
 	if rep.LossSignal.Late > 0 {
 		v = append(v, fmt.Sprintf("loss signal after the server could expire the key: %d: %v", rep.LossSignal.Late, rep.LossSignal.Detail))
@@ -178,15 +180,25 @@ func (rep *chaosReport) violations() []string {
 		v = append(v, fmt.Sprintf("release: %d released leases reported lost, %d leases refused while the owner's other lease was released: %v",
 			rep.Reentry.ReportedLost, rep.Reentry.PairRefused, rep.Reentry.Detail))
 	}
-	if rep.Close.Outlived > 0 {
-		v = append(v, fmt.Sprintf("close: %d locks still on the server after Close returned nil: %v", rep.Close.Outlived, rep.Close.Detail))
+	if c := rep.Close; c.Outlived+c.PlacesLeft+c.GrantedAfter > 0 {
+		v = append(v, fmt.Sprintf("close: %d locks still held, %d places still queued when Close returned nil, %d owners made holders after it: %v",
+			c.Outlived, c.PlacesLeft, c.GrantedAfter, c.Detail))
+	}
+	if g := rep.GiveUp; g.GrantedAfter+g.PlacesLeft > 0 {
+		v = append(v, fmt.Sprintf("give-ups: %d owners made holders (%v) and %d places live after their acquisition returned an error: %v",
+			g.GrantedAfter, g.GrantedAfterKind, g.PlacesLeft, g.Detail))
+	}
+	v = append(v, rep.Once.violations()...)
+	if n := sumInts(rep.ScriptErrors.By); n > 0 {
+		v = append(v, fmt.Sprintf("scripts: %d errors raised by distlock's scripts (%v): %q", n, rep.ScriptErrors.By, rep.ScriptErrors.Detail))
 	}
 	if o := rep.Orphans; o.Left+o.NoTTL+o.OverBound+o.Unknown > 0 {
 		v = append(v, fmt.Sprintf("orphans: %d keys left after their TTL, %d without TTL, %d with a TTL above its bound, %d of no known kind: %v",
 			o.Left, o.NoTTL, o.OverBound, o.Unknown, o.Detail))
 	}
-	if s := rep.TTL; s.NoTTL+s.OverBound+s.Unknown > 0 {
-		v = append(v, fmt.Sprintf("keys during the run: %d without TTL, %d with a TTL above its bound, %d of no known kind: %v", s.NoTTL, s.OverBound, s.Unknown, s.Detail))
+	if s := rep.TTL; s.NoTTL+s.OverBound+s.Unknown+s.CapMissing > 0 {
+		v = append(v, fmt.Sprintf("keys during the run: %d without TTL, %d with a TTL above its bound, %d of no known kind, %d samples without a semaphore's capacity while it was held or waited for: %v",
+			s.NoTTL, s.OverBound, s.Unknown, s.CapMissing, s.Detail))
 	}
 	if s := rep.Server; s.Overlaps+s.StaleDels > 0 {
 		v = append(v, fmt.Sprintf("server: %d tenures begun while the previous one could still be held, %d locks deleted by a release of another owner: %v", s.Overlaps, s.StaleDels, s.Detail))
@@ -228,16 +240,31 @@ func (rep *chaosReport) log(t *testing.T) {
 	rw, sm := rep.Shared.RW, rep.Shared.Sem
 	t.Logf("read-write %v: %d acquisitions (%d readers, %d writers; %d by TryLock/TryRLock); %d intervals, %d checked (excluded %d paused, %d across a restart); writer overlaps %d (must be 0; %d with an excluded interval); reader-reader overlaps %d, at most %d readers at once",
 		rw.Names, rw.Acquisitions, rw.Readers, rw.Writers, rw.Try, rw.Intervals, rw.Checked, rw.ExcludedPaused, rw.ExcludedRestart, rw.WriterOverlaps, rw.WriterOverlapsExcluded, rw.ReaderOverlaps, rw.MaxReaders)
-	t.Logf("semaphores %v (capacity %d): %d acquisitions (by permits %v; %d by TryAcquire); %d intervals, %d checked (excluded %d paused, %d across a restart); at most %d permits in use (%d with the excluded), %d above the capacity (must be 0); %d left in use after the run (must be 0)",
-		sm.Names, sm.Capacity, sm.Acquisitions, sm.ByPermits, sm.Try, sm.Intervals, sm.Checked, sm.ExcludedPaused, sm.ExcludedRestart, sm.MaxInUse, sm.MaxInUseAll, sm.Exceeded, sm.LeftInUse)
+	t.Logf("semaphores %v (capacity %d): %d acquisitions (by permits %v; %d by TryAcquire); %d intervals, %d checked (excluded %d paused, %d across a restart; %d admitted while the capacity was shrunk, %d of them after it may have lapsed); at most %d permits in use (%d with the excluded), %d above the capacity in force (must be 0); %d left in use after the run (must be 0); %d refused with ErrInvalidOption while shrunk, %d otherwise (must be 0)",
+		sm.Names, sm.Capacity, sm.Acquisitions, sm.ByPermits, sm.Try, sm.Intervals, sm.Checked, sm.ExcludedPaused, sm.ExcludedRestart, sm.Shrunk, sm.Lapsed, sm.MaxInUse, sm.MaxInUseAll, sm.Exceeded, sm.LeftInUse, sm.InvalidExplained, sm.InvalidUnexplained)
 	s := rep.LossSignal
 	t.Logf("loss signal: %d losses, %d checked (%d of them after a release call), %d first, %d late; excluded %d paused, %d restart (data loss), %d never handed out, %d unmatched, %d of shared kinds (not followed); lead before the server expiry min %.1f ms, median %.1f ms, p99 %.1f ms",
 		s.Losses, s.Checked, s.EndedByRelease, s.First, s.Late, s.ExcludedPaused, s.ExcludedRestart, s.NeverHandedOut, s.Unmatched, s.Shared, s.MinLeadMs, s.MedianLeadMs, s.P99LeadMs)
 	t.Logf("re-entered leases: unlock outcomes %v; released leases reported lost %d; leases refused while the other lease of the owner was released %d",
 		rep.Reentry.Inner, rep.Reentry.ReportedLost, rep.Reentry.PairRefused)
 	e, c := rep.Extend, rep.Close
-	t.Logf("extend: %d calls (%d shortening), outcomes %v; close under load: %d calls, outcomes %v, %d tenures of closing processes checked, %d outlived a nil Close, %d begun after it (late retried acquire)",
-		e.Calls, e.Shorter, e.Outcomes, c.Calls, c.Outcomes, c.Tenures, c.Outlived, c.LateStart)
+	t.Logf("extend: %d calls (%d shortening), outcomes %v; errors raised by distlock's scripts %v (must be none)", e.Calls, e.Shorter, e.Outcomes, rep.ScriptErrors.By)
+	if c.Calls > 0 {
+		t.Logf("close under load: %d calls (%d with replies delayed), outcomes %v; at Close, holders by kind %v, waiters queued by kind %v, calls that may queue in flight by kind %v, of every queued kind %d; of the closing processes %d tenures, %d shared holders and %d places checked: %d outlived a nil Close, %d places left, %d made holders after it, %d begun after it (late retried acquire)",
+			c.Calls, c.Delayed, c.Outcomes, c.WithHolders, c.WithWaiters, c.WithInflight, c.AllKinds, c.Tenures, c.Admissions, c.Places, c.Outlived, c.PlacesLeft, c.GrantedAfter, c.LateStart)
+		for _, e := range c.Each {
+			t.Logf("close: %s", e)
+		}
+	}
+	if g := rep.GiveUp; g.Owners > 0 {
+		t.Logf("give-ups: %d owners of queued acquisitions recorded (%d tied to no call, %d to successful calls); %d of calls that returned an error checked (%d cut short by Close, from its return), by kind %v: %d grants raced them and came before the return, %d made holders after it (by kind %v), %d places live after it; excluded %d after a restart, %d of a failed Close",
+			g.Owners, g.Unlinked, g.OfSuccesses, sumInts(g.Checked), g.ByClose, g.Checked, g.RacedGrants, g.GrantedAfter, g.GrantedAfterKind, g.PlacesLeft, g.ExcludedRestart, g.ExcludedClose)
+	}
+	if oc := rep.Once; len(oc.Calls) > 0 {
+		t.Logf("jobs run once: calls %v, jobs %v; %d panics, %d locks checked, %d held 3 leases after; %d succeeded (%d after their caller's deadline), %d run again after a recorded run, %d reruns allowed (%d records failed, %d lost in a restart); %d failed, %d keys run again after a failure, %d calls told a failure was done; %d runs, %d overlaps (%d excluded); %d lost",
+			oc.Calls, oc.Jobs, oc.Panics, oc.PanicsChecked, oc.PanicsHeld, oc.Succeeded, oc.OutlastedOk, oc.RunAgain, oc.RecordFailed+oc.RestartLost, oc.RecordFailed, oc.RestartLost,
+			oc.Failed, oc.RerunAfterFailure, oc.FailureRecorded, oc.Intervals, oc.Overlaps, oc.OverlapsExcluded, oc.Losses)
+	}
 	if len(c.Detail) > 0 {
 		t.Logf("close: %q", c.Detail)
 	}
@@ -267,16 +294,16 @@ func (rep *chaosReport) log(t *testing.T) {
 		fs.Histories, fs.HistoriesOk, fs.HistoriesIllegal, fs.Intervals, fs.IntervalsChecked, fs.Overlaps, fs.FencedOps, fs.FencedRefused, fs.StaleAccepted, fs.Lost,
 		fs.TokenPairs, fs.TokenViolations, fs.Losses, fs.LossesChecked, fs.LossesFirst, fs.LossesLate, fs.GrantedChecked, fs.GrantedFirst, fs.GrantedMinLeadMs)
 	fr := rep.Fair
-	t.Logf("fair %v: %d acquisitions (%d by TryLock), enqueues %v; %d places: %v (%d expired with no fault near); tenures by script %v; %d ErrWrongKind, %d tenures of the wrong kind",
+	t.Logf("fair and elections %v: %d fair acquisitions (%d by TryLock); queued kinds' acquisition calls by script and reply %v; %d places (every queued kind): %v (%d expired with no fault near); tenures by script %v; %d ErrWrongKind, %d tenures of the wrong kind",
 		fr.Names, fr.Acquisitions, fr.TryAcquisitions, fr.Enqueues, fr.Places, fr.PlaceEnds, fr.ExpiredQuiet, fr.Grants, fr.WrongKind, fr.KindMismatch)
 	t.Logf("FIFO: %d grants, %d checked (%d unknown), %d places live at them, %d ordered pairs served in order, %d violations",
 		fr.FIFO.Grants, fr.FIFO.Checked, fr.FIFO.Unknown, fr.FIFO.Ahead, fr.FIFO.Ordered, fr.FIFO.Violations)
 	sv := rep.Server
-	t.Logf("server (MONITOR): %d tenures %v, %d begun while the previous could be held; deletions by script %v, %d by another owner's release; %d places made again after they ended; %d commands on read-write locks' and semaphores' keys (not followed)",
-		sv.Tenures, sv.TenuresBy, sv.Overlaps, sv.DelBy, sv.StaleDels, sv.Resurrected, sv.SharedCommands)
+	t.Logf("server (MONITOR): %d tenures %v, %d begun while the previous could be held; deletions by script %v, %d by another owner's release; %d places made again after they ended; %d commands on read-write locks' and semaphores' keys, %d admissions of their holders %v",
+		sv.Tenures, sv.TenuresBy, sv.Overlaps, sv.DelBy, sv.StaleDels, sv.Resurrected, sv.SharedCommands, sumInts(sv.AdmissionsBy), sv.AdmissionsBy)
 	tt := rep.TTL
-	t.Logf("TTLs during the run: %d samples (%d skipped), keys seen %v, largest PTTL (ms) %v; %d without TTL, %d above their bound, %d unknown",
-		tt.Samples, tt.Skipped, tt.Keys, tt.MaxMs, tt.NoTTL, tt.OverBound, tt.Unknown)
+	t.Logf("TTLs during the run: %d samples (%d skipped), keys seen %v, largest PTTL (ms) %v; %d without TTL, %d above their bound, %d unknown; semaphores' capacity: %d samples (%d skipped), %d with live holders or places, %d of them without the capacity (must be 0)",
+		tt.Samples, tt.Skipped, tt.Keys, tt.MaxMs, tt.NoTTL, tt.OverBound, tt.Unknown, tt.CapSamples, tt.CapSkipped, tt.CapInUse, tt.CapMissing)
 	o := rep.Orphans
 	t.Logf("orphans: at close %v (awaited: %v); %d left, %d without TTL, %d above their bound, %d unknown; marks drained %v; leaks: %d clients checked, %d leaking",
 		o.AtClose, o.Awaited, o.Left, o.NoTTL, o.OverBound, o.Unknown, o.Drained, rep.Leaks.Clients, rep.Leaks.Leaking)
@@ -369,6 +396,7 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	}
 	rep.Extend.Outcomes, rep.Close.Outcomes, rep.Reentry.Inner = map[string]int{}, map[string]int{}, map[string]int{}
 	rep.Tokens.PairsByKind, rep.Tokens.ViolationsByKind = map[string]int{}, map[string]int{}
+	rep.ScriptErrors.By = map[string]int{}
 	released := func(rec record) {
 		if rec.Res == "ok" && rec.LostCause {
 			rep.Reentry.ReportedLost++
@@ -393,6 +421,8 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	rep.Fair.Enqueues = map[string]int{}
 	var losses []record
 	byToken := map[string]*acquisition{}
+	var enqs, onceCalls []record
+	var jobs []onceJob
 	for _, p := range r.procs {
 		recs, err := readHistory(p.history)
 		if err != nil {
@@ -464,6 +494,10 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 				}
 			case "lost":
 				rec.Client = p.id
+				if r.isOnce(rec.Name) {
+					rep.Once.Losses++ // a job's lock: checked with the jobs
+					continue
+				}
 				losses = append(losses, rec)
 			case "op":
 				if a := owners[rec.Owner]; a != nil {
@@ -491,7 +525,17 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 				p.closeAt = rec.Call
 			case "enq":
 				collectEnqueues(enq, rec)
-				rep.Fair.Enqueues[rec.Res]++
+				enqs = append(enqs, rec)
+				rep.Fair.Enqueues[strings.TrimSuffix(rec.Script, "_acquire")+" "+rec.Res]++
+			case "serr":
+				rep.ScriptErrors.By[rec.Script]++
+				if len(rep.ScriptErrors.Detail) < 10 {
+					rep.ScriptErrors.Detail = append(rep.ScriptErrors.Detail, fmt.Sprintf("client %d, %s of %q: %s", p.id, rec.Script, rec.Name, rec.Err))
+				}
+			case "once":
+				onceCalls = append(onceCalls, rec)
+			case "job":
+				jobs = append(jobs, onceJob{job: rec, proc: p})
 			case "stats", "done":
 				last = rec
 			}
@@ -521,6 +565,14 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 		}
 	}
 	rep.Losses = len(losses)
+	callOf := map[int64]*record{} // a once call by its owner number
+	for i := range onceCalls {
+		callOf[onceCalls[i].Owner] = &onceCalls[i]
+	}
+	for i := range jobs {
+		jobs[i].call = callOf[jobs[i].job.Owner]
+	}
+	offset := wall() - mono() // CLOCK_REALTIME - CLOCK_MONOTONIC
 
 	r.checkOverlap(rep, byName, runEnd)
 	r.checkShared(rep, byName, runEnd)
@@ -538,7 +590,10 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	r.checkFair(rep, enq, mon)
 	if r.sentinel == nil {
 		r.checkClose(rep, closes, mon)
+		r.checkGiveUps(rep, enqs, byName, closes, mon, offset)
+		r.checkOnce(rep, onceCalls, jobs, mon, runEnd)
 	}
+	r.checkInvalid(rep, byName)
 	if r.cluster {
 		r.countMasterPause(rep, byName)
 	}
@@ -565,6 +620,14 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 		rep.ClientFailures = append(rep.ClientFailures, "monitor: "+err.Error())
 	}
 	return rep
+}
+
+func sumInts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func (rep *chaosReport) RenewFailed(last record) { rep.RenewFailures += last.RenewFailed }
@@ -846,7 +909,7 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 		// The end of the lock on the server: of its tenure, or, over
 		// Redlock, of its hold on a quorum of masters, delayed restarts
 		// included (see quorumLookup).
-		key := "distlock:{" + l.Name + "}"
+		key := r.key(l.Name)
 		ten, ok := mon.lookup(key, l.Token)
 		if r.redlock != nil {
 			var masters int
@@ -909,54 +972,6 @@ func (r *chaosRun) checkLossSignal(rep *chaosReport, losses []record, byToken ma
 	}
 }
 
-// checkClose checks that a Close that returned nil under load left no lock
-// of its process on the server: every tenure the MONITOR feed saw with the
-// process's pid that began before Close returned had ended (deleted, or
-// expired) by then. A tenure begun after it can only be a late copy of an
-// acquire that go-redis retried and that succeeded, released since (the
-// documented residual; it ends with its lease, which checkOrphans awaits):
-// it is counted, not failed.
-func (r *chaosRun) checkClose(rep *chaosReport, closes map[*clientProc]record, mon monitors) {
-	c := &rep.Close
-	pids := map[int]record{}
-	for p, rec := range closes {
-		c.Calls++
-		c.Outcomes[rec.Res]++
-		if rec.Res == "other" && len(rep.Untyped) < 10 {
-			rep.Untyped = append(rep.Untyped, "close: "+rec.Err)
-		}
-		if rec.Res == "ok" {
-			c.Ok++
-			pids[p.cmd.Process.Pid] = rec
-		} else if len(c.Detail) < 10 {
-			how := "replies on time"
-			for _, f := range r.faults {
-				if f.Kind == faultClientClose && f.Client == rec.Client && f.Detail != "" {
-					how = f.Detail
-				}
-			}
-			c.Detail = append(c.Detail, fmt.Sprintf("client %d (%s): Close returned after %v: %s", rec.Client, how, time.Duration(rec.Ret-rec.Call), rec.Err))
-		}
-	}
-	mon.each(func(key string, token uint64, t tenure) {
-		rec, ok := pids[t.PID]
-		if !ok || t.Cut {
-			return
-		}
-		c.Tenures++
-		switch {
-		case t.Start > rec.Wall:
-			c.LateStart++
-		case t.end() > rec.Wall:
-			c.Outlived++
-			if len(c.Detail) < 10 {
-				c.Detail = append(c.Detail, fmt.Sprintf("%s token %d of client %d: on the server until %v after Close returned nil (%+v)",
-					key, token, rec.Client, time.Duration(t.end()-rec.Wall), t))
-			}
-		}
-	})
-}
-
 // countMasterPause counts, for each paused master of a cluster run, the
 // acquisitions that returned during the pause, by where their name lives.
 func (r *chaosRun) countMasterPause(rep *chaosReport, byName map[string][]*acquisition) {
@@ -965,7 +980,7 @@ func (r *chaosRun) countMasterPause(rep *chaosReport, byName map[string][]*acqui
 	cc := r.ctl.(*redis.ClusterClient)
 	nodeOf := map[string]int{}
 	for _, name := range r.names {
-		m, err := cc.MasterForKey(ctx, "distlock:{"+name+"}")
+		m, err := cc.MasterForKey(ctx, r.key(name))
 		if err != nil {
 			r.t.Errorf("cluster: %v", err)
 			return
@@ -1036,17 +1051,11 @@ func (r *chaosRun) checkOrphans(rep *chaosReport) {
 		}
 	}
 	wait := 2*r.lease + 10*time.Second
-	for _, q := range r.fair {
-		wait = max(wait, q+10*time.Second)
-	}
-	for _, q := range r.rw {
-		wait = max(wait, q+10*time.Second)
-	}
-	if len(r.sem) > 0 {
-		wait = max(wait, r.semQueue+10*time.Second)
+	for _, name := range r.names {
+		wait = max(wait, r.queueTimeout(name)+10*time.Second)
 	}
 	if o.Drained {
-		_, mark := r.keyBound("distlock:{x}:abandoned:x")
+		_, mark := r.keyBound(r.key("x") + ":abandoned:x")
 		wait = mark + 10*time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -1073,7 +1082,7 @@ func (r *chaosRun) orphansOn(ctx context.Context, n *redis.Client, o *orphanRepo
 	pending := func() []string {
 		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		keys, err := n.Keys(kctx, "distlock:*").Result()
+		keys, err := n.Keys(kctx, globEscape(r.prefix)+"*").Result()
 		if err != nil {
 			r.t.Errorf("orphans: %v", err)
 		}
@@ -1085,7 +1094,7 @@ func (r *chaosRun) orphansOn(ctx context.Context, n *redis.Client, o *orphanRepo
 		}
 		return out
 	}
-	keys, ttls, err := keyTTLs(ctx, n)
+	keys, ttls, err := keyTTLs(ctx, n, r.prefix)
 	if err != nil {
 		r.t.Errorf("orphans: %v", err)
 		return

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ type clientConfig struct {
 	PoolSize    int
 	PoolTimeout time.Duration
 	WorkMax     time.Duration
-	CancelRate  float64 // share of acquisitions whose context is cancelled after 0-3 ms
+	CancelRate  float64 // share of acquisitions whose context is cancelled mid-way (see work)
 	TryRate     float64 // share of acquisitions made with TryLock
 	ExtendRate  float64 // share of holds that call Extend, to a lease of 0.1 to 3 leases
 	Cluster     bool    // LockAddr is a comma-separated list of cluster nodes
@@ -52,6 +53,10 @@ type clientConfig struct {
 	// the other names are plain mutexes. A name is one kind for the whole
 	// run: kinds never mix (ErrWrongKind).
 	Fair map[string]time.Duration
+	// Elect maps the elections' names to their queue timeout: a worker
+	// campaigns (Campaign), leads as an exclusive holder, and resigns
+	// (Unlock).
+	Elect map[string]time.Duration
 	// RW maps the names locked with RWMutex to their queue timeout, and
 	// Sem the semaphores' names to their capacity (their queue timeout
 	// is SemQueue). Readers and permit holders share their lock: they do
@@ -59,6 +64,20 @@ type clientConfig struct {
 	RW       map[string]time.Duration
 	Sem      map[string]int
 	SemQueue time.Duration
+	// Prefix is the key prefix (WithPrefix); Retention the fencing
+	// retention (WithFenceRetention), the default if 0.
+	Prefix    string
+	Retention time.Duration
+	// OnceRate is the share of iterations that run a job once (see
+	// runOnce): with OncePer on the name OncePer, every OncePeriod, or
+	// with Once on the key OnceKey + " " + the number of the current
+	// OnceWindow of the wall clock, recorded for OnceKeep.
+	OnceRate   float64
+	OncePer    string
+	OncePeriod time.Duration
+	OnceKey    string
+	OnceWindow time.Duration
+	OnceKeep   time.Duration
 }
 
 // chaosClient is the state of one client process.
@@ -76,8 +95,13 @@ type chaosClient struct {
 
 	renewed, renewFailed, lost atomic.Int64
 
-	mu     sync.Mutex
-	owners map[string]int64 // name/token -> owner, for the Lost event
+	extras sync.WaitGroup // the holders and waiters made for Close (queueBeforeClose)
+
+	mu          sync.Mutex
+	owners      map[string]int64 // name/token -> owner, for the Lost event
+	waitingAt   map[string]int64 // name -> the last EventWaiting (mono)
+	enqueuedAt  map[string]int64 // name -> when the last call that may queue was sent (mono)
+	queueNotify chan struct{}    // closed at the next of either
 }
 
 // runChaosClient is the body of a client process: workers loop acquire ->
@@ -95,7 +119,8 @@ func runChaosClient(cfgJSON string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	c := &chaosClient{cfg: cfg, h: h, owners: map[string]int64{}}
+	c := &chaosClient{cfg: cfg, h: h, owners: map[string]int64{}, waitingAt: map[string]int64{}, enqueuedAt: map[string]int64{},
+		queueNotify: make(chan struct{})}
 	c.seq.Store(int64(cfg.ID) * 1_000_000)
 	if len(cfg.SentinelAddrs) > 0 {
 		c.rdb = redis.NewFailoverClient(&redis.FailoverOptions{
@@ -135,10 +160,16 @@ func runChaosClient(cfgJSON string) int {
 		c.rdbs = []redis.UniversalClient{c.rdb}
 	}
 	for _, rdb := range c.rdbs {
-		rdb.AddHook(enqueueRecorder{c})
+		rdb.AddHook(scriptRecorder{c})
 	}
 	c.store = redis.NewClient(&redis.Options{Addr: cfg.StoreAddr, PoolSize: 2 * cfg.Workers})
 	opts := []distlock.Option{distlock.WithLogger(nil), distlock.WithEventHandler(c.onEvent)}
+	if cfg.Prefix != "" {
+		opts = append(opts, distlock.WithPrefix(cfg.Prefix))
+	}
+	if cfg.Retention > 0 {
+		opts = append(opts, distlock.WithFenceRetention(cfg.Retention))
+	}
 	if cfg.AckReplicas > 0 {
 		opts = append(opts, distlock.WithReplicaAck(cfg.AckReplicas, cfg.AckTimeout))
 	}
@@ -181,7 +212,7 @@ func runChaosClient(cfgJSON string) int {
 			d := time.Duration(ms) * time.Millisecond
 			switch f[0] {
 			case "close":
-				c.closeUnderLoad()
+				c.closeUnderLoad(len(f) > 1 && f[1] == "inflight")
 			case "hog":
 				hogs.Add(1)
 				go func() { defer hogs.Done(); c.hog(d) }()
@@ -206,6 +237,7 @@ func runChaosClient(cfgJSON string) int {
 	wg.Wait()
 	<-cmdDone
 	hogs.Wait()
+	c.extras.Wait()
 	close(stats)
 	<-statsDone
 	c.locks.Close()
@@ -244,13 +276,156 @@ func lostCause(l *distlock.Lease) bool {
 
 // closeUnderLoad closes the lock client while the workers are acquiring,
 // holding and releasing, records when Close returned and with what, and
-// makes the process stop: a Close that returns nil must leave no lock of
-// this process on the server (checked from the MONITOR feed).
-func (c *chaosClient) closeUnderLoad() {
+// makes the process stop: a Close that returns nil must leave no lock and
+// no place in a queue of this process on the server, and nothing may be
+// granted to its owners after it (checked from the MONITOR feed).
+//
+// So that Close meets waiters of every queued kind, it first makes one of
+// each wait (queueBeforeClose), and records which of them were seen
+// waiting, or, with inflight, whose acquisition call was on its way.
+func (c *chaosClient) closeUnderLoad(inflight bool) {
+	held, queued := c.queueBeforeClose(rand.New(rand.NewSource(c.cfg.Seed+int64(c.cfg.ID))), inflight)
 	call := mono()
 	err := c.locks.Close()
-	c.h.write(record{K: "close", Client: c.cfg.ID, PID: os.Getpid(), Call: call, Ret: mono(), Wall: wall(), Res: classify(err), Err: errString(err)})
+	c.h.write(record{K: "close", Client: c.cfg.ID, PID: os.Getpid(), Call: call, Ret: mono(), Wall: wall(), Res: classify(err), Err: errString(err),
+		Held: held, Kinds: queued, Inflight: inflight})
 	c.stopping.Store(true)
+}
+
+// queueBeforeClose makes a waiter of each queued kind the run has (fair
+// mutex, election, read-write lock, semaphore), on a name of that kind:
+// two owners of this process ask for it at once (a writer and a reader or
+// writer, 2 and 2 permits of a semaphore of 3), so that one of them at
+// least waits, behind the other or behind other processes. Both are left
+// to Close: a lease ends with it, a waiting call returns ErrClosed. It
+// waits, three leases at most, until a waiter of each is seen waiting
+// (EventWaiting since they started; a worker's waiter of the same name
+// counts too), or, with inflight, only until a call of one of them that
+// may queue has been sent (on its way when Close is called: Close racing
+// a queued acquisition). It returns the kinds of which one
+// of them held, and those whose waiter (or call in flight) was seen.
+// Replies may be delayed (the close fault's latency): queueing takes a
+// few round trips.
+func (c *chaosClient) queueBeforeClose(rng *rand.Rand, inflight bool) (held, queued []string) {
+	seen := c.waitingAt
+	if inflight {
+		seen = c.enqueuedAt
+	}
+	pick := func(names map[string]time.Duration) string {
+		var all []string
+		for n := range names {
+			all = append(all, n)
+		}
+		if len(all) == 0 {
+			return ""
+		}
+		slices.Sort(all)
+		return all[rng.Intn(len(all))]
+	}
+	type pair struct {
+		kind, name string
+		lockers    [2]locker
+		start      int64
+		held       atomic.Bool
+	}
+	var pairs []*pair
+	add := func(kind, name string, a, b locker) {
+		pairs = append(pairs, &pair{kind: kind, name: name, lockers: [2]locker{a, b}})
+	}
+	lease := distlock.WithTTL(c.cfg.Lease)
+	if n := pick(c.cfg.Fair); n != "" {
+		m := c.locks.FairMutex(n, lease, distlock.WithQueueTimeout(c.cfg.Fair[n]))
+		l := locker{exclusive: true, fair: true, acquire: func(ctx context.Context, _ bool) (*distlock.Lease, error) { return m.Lock(ctx) }}
+		add("fair", n, l, l)
+	}
+	if n := pick(c.cfg.Elect); n != "" {
+		e := c.locks.Election(n, lease, distlock.WithQueueTimeout(c.cfg.Elect[n]))
+		l := locker{exclusive: true, acquire: func(ctx context.Context, _ bool) (*distlock.Lease, error) { return e.Campaign(ctx, "closing") }}
+		add("elect", n, l, l)
+	}
+	if n := pick(c.cfg.RW); n != "" {
+		m := c.locks.RWMutex(n, lease, distlock.WithQueueTimeout(c.cfg.RW[n]))
+		w := locker{mode: "w", exclusive: true, acquire: func(ctx context.Context, _ bool) (*distlock.Lease, error) { return m.Lock(ctx) }}
+		r := locker{mode: "r", acquire: func(ctx context.Context, _ bool) (*distlock.Lease, error) { return m.RLock(ctx) }}
+		if rng.Intn(2) == 0 {
+			r = w
+		}
+		add("rw", n, w, r)
+	}
+	sems := map[string]time.Duration{}
+	for n := range c.cfg.Sem {
+		sems[n] = 0
+	}
+	if n := pick(sems); n != "" {
+		s := c.locks.Semaphore(n, c.cfg.Sem[n], lease, distlock.WithQueueTimeout(c.cfg.SemQueue))
+		l := locker{n: 2, acquire: func(ctx context.Context, _ bool) (*distlock.Lease, error) { return s.Acquire(ctx, 2) }}
+		add("sem", n, l, l)
+	}
+	for _, p := range pairs {
+		p.start = mono()
+		for _, m := range p.lockers {
+			c.extras.Add(1)
+			go func() {
+				defer c.extras.Done()
+				c.holdUntilClosed(p.name, m, func() { p.held.Store(true) })
+			}()
+		}
+	}
+	deadline := time.NewTimer(3 * c.cfg.Lease)
+	defer deadline.Stop()
+	for {
+		queued = queued[:0]
+		c.mu.Lock()
+		for _, p := range pairs {
+			if seen[p.name] >= p.start {
+				queued = append(queued, p.kind)
+			}
+		}
+		notify := c.queueNotify
+		c.mu.Unlock()
+		if len(queued) == len(pairs) || inflight && len(queued) > 0 {
+			break
+		}
+		select {
+		case <-notify:
+			continue
+		case <-deadline.C:
+		}
+		break
+	}
+	for _, p := range pairs {
+		if p.held.Load() {
+			held = append(held, p.kind)
+		}
+	}
+	return held, queued
+}
+
+// holdUntilClosed acquires name with m for a new owner, waiting until
+// Close (which comes within three leases), and holds a lease it got,
+// telling held, until its context ends (Close, or a loss), then unlocks
+// it. Both are recorded as a worker's acquisitions and releases are.
+func (c *chaosClient) holdUntilClosed(name string, m locker, held func()) {
+	owner := c.seq.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*c.cfg.Lease)
+	l, _ := c.acquire(ctx, m, name, owner, false, false)
+	cancel()
+	if l == nil {
+		return
+	}
+	held()
+	<-l.Context().Done()
+	c.release(l, name, owner, nil)
+}
+
+// noteQueue records in at (waitingAt or enqueuedAt) that name was waited
+// for or asked for just now, and tells queueBeforeClose.
+func (c *chaosClient) noteQueue(at map[string]int64, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at[name] = mono()
+	close(c.queueNotify)
+	c.queueNotify = make(chan struct{})
 }
 
 func (c *chaosClient) writeStats(kind string, leaks int, text string) {
@@ -264,6 +439,8 @@ func holdKey(name string, token uint64) string { return name + "/" + strconv.For
 // context was cancelled for a loss: the closest reading of the loss signal.
 func (c *chaosClient) onEvent(e distlock.Event) {
 	switch e.Kind {
+	case distlock.EventWaiting:
+		c.noteQueue(c.waitingAt, e.Name)
 	case distlock.EventRenewed:
 		c.renewed.Add(1)
 	case distlock.EventRenewFailed:
@@ -297,6 +474,8 @@ func classify(err error) string {
 		return "wrongkind"
 	case errors.Is(err, distlock.ErrNotReplicated):
 		return "notrepl" // applied by the master, not acknowledged by enough replicas in time (WithReplicaAck)
+	case errors.Is(err, distlock.ErrInvalidOption):
+		return "invalid" // a semaphore's capacity shrunk below the permits asked for (the set-permits fault)
 	case errors.Is(err, distlock.ErrNotAcquired) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return "ctx"
 	case errors.Is(err, distlock.ErrNotAcquired):
@@ -322,15 +501,17 @@ type locker struct {
 	acquire   func(ctx context.Context, try bool) (*distlock.Lease, error)
 	reenter   func(ctx context.Context) (*distlock.Lease, error) // nil: no re-entry (a semaphore)
 	exclusive bool                                               // the holder alone holds the lock: it does the fenced read-modify-write
+	noTry     bool                                               // acquire cannot try (an election has no TryCampaign)
 	fair      bool
 	mode      string // an RWMutex's side: r or w
 	n         int    // a Semaphore's permits
 }
 
 // lockerFor picks what this attempt on name does: a plain or fair mutex
-// (exclusive, re-entered with Lock), an RWMutex's read side (60%, re-entered
-// with RLock) or write side (exclusive; re-entered with Lock, or with RLock:
-// a downgrade), or 1 or 2 permits of a semaphore (not re-entrant).
+// (exclusive, re-entered with Lock), an election's Campaign (exclusive, not
+// re-entered, never a try), an RWMutex's read side (60%, re-entered with
+// RLock) or write side (exclusive; re-entered with Lock, or with RLock: a
+// downgrade), or 1 or 2 permits of a semaphore (not re-entrant).
 func (c *chaosClient) lockerFor(rng *rand.Rand, name string) locker {
 	lease := c.cfg.Lease
 	if queue, ok := c.cfg.RW[name]; ok {
@@ -364,6 +545,13 @@ func (c *chaosClient) lockerFor(rng *rand.Rand, name string) locker {
 			return s.Acquire(ctx, n)
 		}}
 	}
+	if queue, ok := c.cfg.Elect[name]; ok {
+		e := c.locks.Election(name, distlock.WithTTL(lease), distlock.WithQueueTimeout(queue))
+		value := fmt.Sprintf("client %d", c.cfg.ID)
+		return locker{exclusive: true, noTry: true, acquire: func(ctx context.Context, _ bool) (*distlock.Lease, error) {
+			return e.Campaign(ctx, value)
+		}}
+	}
 	m := c.locks.Mutex(name, distlock.WithTTL(lease))
 	queue, fair := c.cfg.Fair[name]
 	if fair {
@@ -380,27 +568,31 @@ func (c *chaosClient) lockerFor(rng *rand.Rand, name string) locker {
 func (c *chaosClient) work(rng *rand.Rand) {
 	lease := c.cfg.Lease
 	for !c.stopping.Load() {
+		if rng.Float64() < c.cfg.OnceRate {
+			c.runOnce(rng)
+			continue
+		}
 		name := c.cfg.Names[rng.Intn(len(c.cfg.Names))]
 		owner := c.seq.Add(1)
 		m := c.lockerFor(rng, name)
-		try := rng.Float64() < c.cfg.TryRate
+		try := rng.Float64() < c.cfg.TryRate && !m.noTry
 		cancelMid := rng.Float64() < c.cfg.CancelRate || mono() < c.cancelTil.Load()
 		var ctx context.Context
 		var cancel context.CancelFunc
-		if cancelMid {
+		switch {
+		case cancelMid && rng.Intn(2) == 0:
+			// While its request is on its way.
 			ctx, cancel = context.WithTimeout(context.Background(), time.Duration(rng.Intn(3000))*time.Microsecond)
-		} else {
+		case cancelMid:
+			// While it waits in a queue (a queued kind), racing the
+			// grants of the holders' releases.
+			ctx, cancel = context.WithTimeout(context.Background(), 3*time.Millisecond+time.Duration(rng.Int63n(int64(lease/2))))
+		default:
 			ctx, cancel = context.WithTimeout(context.Background(), 3*lease)
 		}
-		call := mono()
-		l, err := m.acquire(ctx, try)
-		ret := mono()
+		l, rec := c.acquire(ctx, m, name, owner, try, cancelMid)
 		cancel()
-		rec := record{K: "acq", Client: c.cfg.ID, Owner: owner, Name: name, Try: try, Call: call, Ret: ret, Res: classify(err), Cancel: cancelMid,
-			Fair: m.fair, Mode: m.mode, N: m.n}
-		if err != nil {
-			rec.Err = err.Error()
-			c.h.write(rec)
+		if l == nil {
 			if rec.Res == "other" || rec.Res == "backend" || rec.Res == "notrepl" || rec.Res == "closed" {
 				// Redis unreachable: do not spin (the scheduler's faults
 				// last a fraction of a lease).
@@ -408,15 +600,6 @@ func (c *chaosClient) work(rng *rand.Rand) {
 			}
 			continue
 		}
-		rec.Token = l.Token()
-		c.mu.Lock()
-		c.owners[holdKey(name, l.Token())] = owner
-		c.mu.Unlock()
-		c.h.write(rec)
-		context.AfterFunc(l.Context(), func() {
-			t := mono()
-			c.h.write(record{K: "cancel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, T: t, Err: fmt.Sprint(context.Cause(l.Context()))})
-		})
 		c.guarded(rng, l, name, owner, m.exclusive)
 		// Sometimes a second lease of the same owner (re-entry): either
 		// held and unlocked together with the outer one, both at once,
@@ -444,37 +627,76 @@ func (c *chaosClient) work(rng *rand.Rand) {
 				innerRes <- c.unlockInner(in, owner, name)
 			}()
 		}
-		uctx, ucancel := context.WithTimeout(context.Background(), 2*lease)
-		call, callWall := mono(), wall()
-		err = l.Unlock(uctx)
-		ret = mono()
-		ucancel()
-		rel := record{K: "rel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, Call: call, Wall: callWall, Ret: ret, Res: classifyRelease(err),
-			LostCause: lostCause(l)}
-		if err != nil {
-			rel.Err = err.Error()
-		}
-		if innerRes != nil {
-			// The lock is free once both leases are unlocked: the release
-			// ends when the later Unlock returns, and is known only if
-			// both outcomes are.
-			in := <-innerRes
-			if in.K != "" {
-				c.h.write(in)
-				rel.Ret = max(rel.Ret, in.Ret)
-				if in.Res != "ok" && rel.Res == "ok" {
-					rel.Res = "backend"
-				}
-				if (in.Res == "ok") != (classifyRelease(err) == "ok") {
-					rel.Pair = in.Res
-				}
+		c.release(l, name, owner, innerRes)
+	}
+}
+
+// ownerKey is the context key of the acquisition's owner number in the
+// history (its record's Owner), which the scriptRecorder reads when
+// go-redis hands it the caller's context.
+type ownerKey struct{}
+
+// acquire makes one acquisition attempt of m on name for owner (a number
+// of the history) and records it: the lease, or nil and the record of the
+// failure.
+func (c *chaosClient) acquire(ctx context.Context, m locker, name string, owner int64, try, cancelMid bool) (*distlock.Lease, record) {
+	ctx = context.WithValue(ctx, ownerKey{}, owner)
+	call := mono()
+	l, err := m.acquire(ctx, try)
+	ret, retWall := mono(), wall()
+	rec := record{K: "acq", Client: c.cfg.ID, Owner: owner, Name: name, Try: try, Call: call, Ret: ret, Wall: retWall, Res: classify(err), Cancel: cancelMid,
+		Fair: m.fair, Mode: m.mode, N: m.n}
+	if err != nil {
+		rec.Err = err.Error()
+		c.h.write(rec)
+		return nil, rec
+	}
+	rec.Token = l.Token()
+	c.mu.Lock()
+	c.owners[holdKey(name, l.Token())] = owner
+	c.mu.Unlock()
+	c.h.write(rec)
+	context.AfterFunc(l.Context(), func() {
+		t := mono()
+		c.h.write(record{K: "cancel", Client: c.cfg.ID, Owner: owner, Name: name, Token: rec.Token, T: t, Err: fmt.Sprint(context.Cause(l.Context()))})
+	})
+	return l, rec
+}
+
+// release unlocks l and records it; innerRes, if not nil, gives the
+// outcome of the Unlock of a re-entered lease of the same owner, made at
+// the same time.
+func (c *chaosClient) release(l *distlock.Lease, name string, owner int64, innerRes chan record) {
+	uctx, ucancel := context.WithTimeout(context.Background(), 2*c.cfg.Lease)
+	call, callWall := mono(), wall()
+	err := l.Unlock(uctx)
+	ret := mono()
+	ucancel()
+	rel := record{K: "rel", Client: c.cfg.ID, Owner: owner, Name: name, Token: l.Token(), Call: call, Wall: callWall, Ret: ret, Res: classifyRelease(err),
+		LostCause: lostCause(l)}
+	if err != nil {
+		rel.Err = err.Error()
+	}
+	if innerRes != nil {
+		// The lock is free once both leases are unlocked: the release
+		// ends when the later Unlock returns, and is known only if
+		// both outcomes are.
+		in := <-innerRes
+		if in.K != "" {
+			c.h.write(in)
+			rel.Ret = max(rel.Ret, in.Ret)
+			if in.Res != "ok" && rel.Res == "ok" {
+				rel.Res = "backend"
+			}
+			if (in.Res == "ok") != (classifyRelease(err) == "ok") {
+				rel.Pair = in.Res
 			}
 		}
-		c.h.write(rel)
-		c.mu.Lock()
-		delete(c.owners, holdKey(name, rec.Token))
-		c.mu.Unlock()
 	}
+	c.h.write(rel)
+	c.mu.Lock()
+	delete(c.owners, holdKey(name, l.Token()))
+	c.mu.Unlock()
 }
 
 // guarded is the work done under the lock: a fenced read, some work, and a
@@ -580,73 +802,168 @@ func (c *chaosClient) hog(d time.Duration) {
 	}
 }
 
-// enqueueRecorder records every fair_acquire.lua call this process sends
-// (a fair Lock's enqueue, or a fair TryLock), as go-redis sends it: when
-// the call started (before its first attempt was written) and when its
-// reply was read (after go-redis's retries), and what the reply was. The
-// FIFO checker compares these times across processes (CLOCK_MONOTONIC)
-// and finds the places on the server (MONITOR) by placeID of the owner.
-type enqueueRecorder struct{ c *chaosClient }
+// scriptRecorder watches every call of distlock's scripts this process
+// sends (see recordEnqueue and recordScriptError), as go-redis sends it:
+// from before its first attempt is written to after its reply is read
+// (after go-redis's retries).
+type scriptRecorder struct{ c *chaosClient }
 
-func (e enqueueRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (e scriptRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (e enqueueRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (e scriptRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !isEnqueue(cmd) {
+		sc, ok := e.c.parseCall(cmd)
+		if !ok {
 			return next(ctx, cmd)
 		}
+		e.c.sending(sc)
 		call, callWall := mono(), wall()
 		err := next(ctx, cmd)
-		e.c.recordEnqueue(cmd, call, callWall)
+		owner, _ := ctx.Value(ownerKey{}).(int64)
+		e.c.recordScript(sc, owner, call, callWall)
 		return err
 	}
 }
 
-func (e enqueueRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (e scriptRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		var enq []redis.Cmder
+		var scs []scriptCall
 		for _, cmd := range cmds {
-			if isEnqueue(cmd) {
-				enq = append(enq, cmd)
+			if sc, ok := e.c.parseCall(cmd); ok {
+				e.c.sending(sc)
+				scs = append(scs, sc)
 			}
-		}
-		if len(enq) == 0 {
-			return next(ctx, cmds)
 		}
 		call, callWall := mono(), wall()
 		err := next(ctx, cmds)
-		for _, cmd := range enq {
-			e.c.recordEnqueue(cmd, call, callWall)
+		for _, sc := range scs {
+			e.c.recordScript(sc, 0, call, callWall) // a pipeline's context is none of its callers'
 		}
 		return err
 	}
 }
 
-func isEnqueue(cmd redis.Cmder) bool {
-	name, _, _, ok := redisbackend.ScriptCall(cmd.Args())
-	return ok && name == "fair_acquire"
+// A scriptCall is a call of one of distlock's scripts: the script's name,
+// the lock name of its first key, its arguments, and the command.
+type scriptCall struct {
+	script, name string
+	argv         []string
+	cmd          redis.Cmder
 }
 
-// recordEnqueue writes the enq record of a fair_acquire.lua call (see
-// enqueueRecorder). Res is acquired, queued, refused (a TryLock, or an
-// abandoned owner), wrongkind, or error (no reply, or an error reply: the
-// request may or may not have been applied).
-func (c *chaosClient) recordEnqueue(cmd redis.Cmder, call, callWall int64) {
-	ret, retWall := mono(), wall()
-	_, keys, argv, _ := redisbackend.ScriptCall(cmd.Args())
-	if len(keys) == 0 || len(argv) < 6 {
-		return
+// parseCall reads cmd as a call of one of distlock's scripts, or reports
+// that it is not one.
+func (c *chaosClient) parseCall(cmd redis.Cmder) (scriptCall, bool) {
+	script, keys, argv, ok := redisbackend.ScriptCall(cmd.Args())
+	if !ok {
+		return scriptCall{}, false
 	}
-	name, _, _ := strings.Cut(strings.TrimPrefix(keys[0], "distlock:{"), "}")
-	res := "error"
-	if rc, ok := cmd.(*redis.Cmd); ok && rc.Err() == nil {
-		if v, err := rc.Slice(); err == nil && len(v) > 0 {
-			code, _ := v[0].(int64)
-			res = map[int64]string{1: "acquired", 2: "queued", 0: "refused", -1: "wrongkind"}[code]
+	sc := scriptCall{script: script, argv: argv, cmd: cmd}
+	if len(keys) > 0 {
+		sc.name, _, _ = strings.Cut(strings.TrimPrefix(keys[0], c.cfg.Prefix+"{"), "}")
+	}
+	return sc, true
+}
+
+// waitArg is the index of the queue timeout among the arguments of the
+// acquisition scripts of the queued kinds ('0': never queues; see their
+// headers).
+var waitArg = map[string]int{"fair_acquire": 5, "rw_acquire": 7, "sem_acquire": 7}
+
+// sending notes, for queueBeforeClose, an acquisition call that may
+// queue (a queued kind's, not a try) about to be sent.
+func (c *chaosClient) sending(sc scriptCall) {
+	if wait, ok := waitArg[sc.script]; ok && len(sc.argv) > wait && sc.argv[wait] != "0" {
+		c.noteQueue(c.enqueuedAt, sc.name)
+	}
+}
+
+// recordScript records what the checks need of a call.
+func (c *chaosClient) recordScript(sc scriptCall, owner, call, callWall int64) {
+	if _, ok := waitArg[sc.script]; ok {
+		c.recordEnqueue(sc, owner, call, callWall)
+	}
+	c.recordScriptError(sc)
+}
+
+// recordScriptError writes a serr record for each error of the call that
+// the script itself raised: a Lua error, or a command the script ran that
+// Redis refused, either for the whole call (Redis reports it with
+// '@user_script') or for one item of a batch (refresh.lua, renew.lua and
+// shared_renew.lua answer an error in the item's place), unless it is
+// about the server's state (serverState: a failover's replica refuses
+// writes). The chaos run's faults never cause one otherwise (they cut
+// connections, delay them, stop or empty Redis, flush its scripts): a
+// script error is a bug of a script, such as a record it cannot read (a
+// name with a space).
+func (c *chaosClient) recordScriptError(sc scriptCall) {
+	var texts []string
+	if err := sc.cmd.Err(); err != nil && strings.Contains(err.Error(), "user_script") && !serverState(err.Error()) {
+		texts = append(texts, err.Error())
+	}
+	if rc, ok := sc.cmd.(*redis.Cmd); ok && rc.Err() == nil {
+		if items, ok := rc.Val().([]any); ok && (sc.script == "refresh" || sc.script == "renew" || sc.script == "shared_renew") {
+			for _, v := range items {
+				if err, ok := v.(error); ok && !serverState(err.Error()) {
+					texts = append(texts, err.Error())
+				}
+			}
 		}
 	}
-	c.h.write(record{K: "enq", Client: c.cfg.ID, Name: name, Place: placeID(argv[0]), Try: argv[5] == "0",
-		Call: call, Ret: ret, CallWall: callWall, Wall: retWall, Res: res, Err: errString(cmd.Err())})
+	for _, t := range texts {
+		c.h.write(record{K: "serr", Client: c.cfg.ID, Name: sc.name, Script: sc.script, T: mono(), Err: t})
+	}
+}
+
+// serverState says whether a script's error is about the server's state,
+// not the script: a replica that refuses writes (a failover), a server
+// loading its data, a refused command (ACL).
+func serverState(text string) bool {
+	for _, s := range []string{"READONLY", "LOADING", "MASTERDOWN", "NOREPLICAS", "OOM", "BUSY", "NOSCRIPT", "NOPERM"} {
+		if strings.Contains(text, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// The enqueue records: every acquisition call of a queued kind this
+// process sends (fair_acquire.lua for a fair mutex or an election,
+// rw_acquire.lua, sem_acquire.lua: a Lock's enqueue, or a TryLock), with
+// its times, what the reply was, and a digest of the owner id (placeID).
+// The FIFO checker compares these times across processes
+// (CLOCK_MONOTONIC) and finds the places on the server (MONITOR) by that
+// digest; the give-up checker finds which acquisition of the history each
+// owner id was for: the one whose number the caller's context carries,
+// when go-redis hands the hook the caller's context (a call sent on its
+// own), or else the acquisitions of the name that were under way when it
+// was sent.
+
+// recordEnqueue writes the enq record of an acquisition call of a queued
+// kind (see scriptRecorder) made for the history's acquisition owner (0:
+// unknown). Res is acquired, queued, refused (a TryLock, or an abandoned
+// owner), wrongkind, toobig (a semaphore's permits above its capacity),
+// deadlock (a read-write lock's upgrade) or error (no reply, or an error
+// reply: the request may or may not have been applied).
+func (c *chaosClient) recordEnqueue(sc scriptCall, owner, call, callWall int64) {
+	ret, retWall := mono(), wall()
+	wait, reenter := waitArg[sc.script], -1
+	if sc.script == "rw_acquire" {
+		reenter = 11 // the re-entry flag
+	}
+	if len(sc.argv) <= max(wait, reenter) {
+		return
+	}
+	res := "error"
+	if rc, ok := sc.cmd.(*redis.Cmd); ok && rc.Err() == nil {
+		if v, err := rc.Slice(); err == nil && len(v) > 0 {
+			code, _ := v[0].(int64)
+			res = map[int64]string{1: "acquired", 2: "queued", 0: "refused", -1: "wrongkind", -3: "deadlock", -4: "toobig"}[code]
+		}
+	}
+	c.h.write(record{K: "enq", Client: c.cfg.ID, Owner: owner, Name: sc.name, Place: placeID(sc.argv[0]), Try: sc.argv[wait] == "0",
+		Reenter: reenter > 0 && sc.argv[reenter] == "1", Script: sc.script,
+		Call: call, Ret: ret, CallWall: callWall, Wall: retWall, Res: res, Err: errString(sc.cmd.Err())})
 }
 
 func errString(err error) string {

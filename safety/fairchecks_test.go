@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,8 +24,8 @@ import (
 type fairReport struct {
 	Names                         []string
 	Acquisitions, TryAcquisitions int            // successful fair Lock and TryLock
-	Enqueues                      map[string]int // fair_acquire.lua calls the clients recorded, by reply
-	Places                        int            // places made in the queues (MONITOR)
+	Enqueues                      map[string]int // acquisition calls of queued kinds the clients recorded, by script and reply
+	Places                        int            // places made in the queues of every queued kind (MONITOR)
 	PlaceEnds                     map[string]int // granted, expired, dropped (given up by its owner), cut (Redis restart)
 	ExpiredQuiet                  int            // expired places of a process with no fault on it or on Redis within two queue timeouts
 	ExpiredQuietDetail            []string
@@ -43,7 +42,7 @@ type fairReport struct {
 }
 
 // enqueue is what the clients recorded of one place's fair_acquire.lua
-// calls (see enqueueRecorder): the first call's start, and the reply that
+// calls (see recordEnqueue): the first call's start, and the reply that
 // acknowledged the place (or took the lock at once).
 type enqueue struct {
 	client             int
@@ -67,6 +66,22 @@ func collectEnqueues(recs map[string]*enqueue, rec record) {
 }
 
 func (r *chaosRun) isFair(name string) bool { _, ok := r.fair[name]; return ok }
+
+// queueTimeout is the queue timeout of the queued name (0 for a plain
+// one).
+func (r *chaosRun) queueTimeout(name string) time.Duration {
+	switch r.kindOf(name) {
+	case "fair":
+		return r.fair[name]
+	case "elect":
+		return r.elect[name]
+	case "rw":
+		return r.rw[name]
+	case "sem":
+		return r.semQueue
+	}
+	return 0
+}
 
 // checkFair runs the fair mutex's checks.
 //
@@ -105,6 +120,9 @@ func (r *chaosRun) checkFair(rep *chaosReport, enq map[string]*enqueue, mon moni
 	for name := range r.fair {
 		f.Names = append(f.Names, name)
 	}
+	for name := range r.elect {
+		f.Names = append(f.Names, name)
+	}
 	slices.Sort(f.Names)
 
 	// Kinds never mix: every tenure of a name is of the name's kind. The
@@ -112,10 +130,11 @@ func (r *chaosRun) checkFair(rep *chaosReport, enq map[string]*enqueue, mon moni
 	// write lock's or a semaphore's name is a mutex's owner and token
 	// written to its hash.
 	mon.each(func(key string, token uint64, t tenure) {
-		name := strings.TrimSuffix(strings.TrimPrefix(key, "distlock:{"), "}")
-		if _, fair := r.fair[name]; fair != t.Fair || r.isShared(name) {
+		name, _, _ := r.splitKey(key)
+		want := map[string]string{"fair": "fair", "elect": "elect"}[r.kindOf(name)]
+		if t.Kind != want || r.isShared(name) {
 			f.KindMismatch++
-			rep.Server.note("%s: token %d written as a mutex (fair=%v) to a name of kind %s", key, token, t.Fair, r.kindOf(name))
+			rep.Server.note("%s: token %d written as a mutex (kind %q) to a name of kind %s", key, token, t.Kind, r.kindOf(name))
 		}
 		if t.Fair {
 			by := t.By
@@ -146,7 +165,7 @@ func (r *chaosRun) checkFair(rep *chaosReport, enq map[string]*enqueue, mon moni
 		if how != "expired" {
 			continue
 		}
-		q := r.fair[p.Name]
+		q := r.queueTimeout(p.Name)
 		from, to := p.Deadline-2*int64(q)-offset, p.Deadline-offset
 		if proc := pidProc[p.PID]; proc == nil || !r.faultedAround(proc, from, to) {
 			f.ExpiredQuiet++
@@ -223,17 +242,14 @@ func (r *chaosRun) faultedAround(p *clientProc, from, to int64) bool {
 // three leases), and so does the holders' set of a read-write lock or a
 // semaphore (it expires with its last holder's lease, as the hash does); a
 // fencing counter its retention, a semaphore's capacity the longest of
-// that, a holder's lease and a place's queue timeout; a queue's
-// keys (of a fair mutex, a read-write lock or a semaphore) its queue
-// timeout; an abandonment mark max(2 leases, 1 min) (the engine's
-// abandonFor, of a lease of at most three). Anything else is unknown,
-// among which a queue or holders' key of a name of another kind.
+// that, a holder's lease and a place's queue timeout; a queue's keys (of
+// a fair mutex, an election, a read-write lock or a semaphore) its queue
+// timeout; the record of a job run once its keep; an abandonment mark
+// max(2 leases, 1 min) (the engine's abandonFor, of a lease of at most
+// three). Anything else is unknown, among which a queue or holders' key
+// of a name of another kind.
 func (r *chaosRun) keyBound(key string) (kind string, bound time.Duration) {
-	rest, ok := strings.CutPrefix(key, "distlock:{")
-	if !ok {
-		return "unknown", 0
-	}
-	name, suffix, ok := strings.Cut(rest, "}")
+	name, suffix, ok := r.splitKey(key)
 	if !ok {
 		return "unknown", 0
 	}
@@ -243,22 +259,27 @@ func (r *chaosRun) keyBound(key string) (kind string, bound time.Duration) {
 	case suffix == "":
 		return "lock", r.maxLockTTL()
 	case suffix == ":fence":
-		return "fence", distlock.DefaultFenceRetention
-	case of == "fair" && queue:
-		return "queue", r.fair[name]
-	case of == "rw" && queue:
-		return "queue", r.rw[name]
-	case of == "sem" && queue:
-		return "queue", r.semQueue
+		return "fence", r.retention
+	case of != "plain" && queue:
+		return "queue", r.queueTimeout(name)
 	case (of == "rw" || of == "sem") && suffix == ":h":
 		return "holders", r.maxLockTTL()
 	case of == "sem" && suffix == ":cap":
 		// It outlives every holder's lease and every place.
-		return "cap", max(distlock.DefaultFenceRetention, r.maxLockTTL(), r.semQueue)
+		return "cap", max(r.retention, r.maxLockTTL(), r.semQueue)
+	case r.isOnce(name) && suffix == ":done":
+		return "done", r.onceKeep()
 	case strings.HasPrefix(suffix, ":abandoned:"):
 		return "mark", max(6*r.lease, time.Minute)
 	}
 	return "unknown", 0
+}
+
+// splitKey splits a key under the run's prefix into the lock name and
+// what follows the name's braces ("" for the lock hash, ":q", ":fence",
+// ...), as the monitor does.
+func (r *chaosRun) splitKey(key string) (name, suffix string, ok bool) {
+	return (&monitor{prefix: r.prefix}).splitKey(key)
 }
 
 // ttlReport is what the sampler saw during the run.
@@ -269,7 +290,11 @@ type ttlReport struct {
 	NoTTL            int // must be 0
 	OverBound        int // must be 0
 	Unknown          int // keys of no known kind (a queue key of a plain name included): must be 0
-	Detail           []string
+	// The semaphores' capacity (capSample): samples, samples a frozen or
+	// restarting Redis did not answer, samples with a live holder or
+	// place, and those of them without the capacity key: must be 0.
+	CapSamples, CapSkipped, CapInUse, CapMissing int
+	Detail                                       []string
 }
 
 func (t *ttlReport) note(format string, args ...any) {
@@ -317,7 +342,7 @@ func (s *ttlSampler) stop() ttlReport {
 func (s *ttlSampler) sample() {
 	for _, n := range s.r.nodes {
 		ctx, cancel := context.WithTimeout(context.Background(), s.r.lease/2)
-		keys, ttls, err := keyTTLs(ctx, n)
+		keys, ttls, err := keyTTLs(ctx, n, s.r.prefix)
 		cancel()
 		if err != nil {
 			s.rep.Skipped++
@@ -328,12 +353,15 @@ func (s *ttlSampler) sample() {
 			s.r.checkTTL(&s.rep, k, ttls[i])
 		}
 	}
+	if s.r.sentinel == nil && s.r.redlock == nil {
+		s.capSample()
+	}
 }
 
-// keyTTLs lists the keys under the default prefix and their PTTLs (-2 for
-// a key that went in between).
-func keyTTLs(ctx context.Context, n *redis.Client) ([]string, []int64, error) {
-	keys, err := n.Keys(ctx, "distlock:*").Result()
+// keyTTLs lists the keys under prefix and their PTTLs (-2 for a key that
+// went in between).
+func keyTTLs(ctx context.Context, n *redis.Client, prefix string) ([]string, []int64, error) {
+	keys, err := n.Keys(ctx, globEscape(prefix)+"*").Result()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -355,6 +383,18 @@ func keyTTLs(ctx context.Context, n *redis.Client) ([]string, []int64, error) {
 		}
 	}
 	return keys, ttls, nil
+}
+
+// globEscape escapes the glob characters of s for KEYS and SCAN.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`*?[]\^`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // checkTTL checks one key's PTTL (ms, or -1 none, -2 gone) against its
@@ -396,7 +436,7 @@ func TestFIFOCheckerFlagsAJump(t *testing.T) {
 		{"A's place made again after its acknowledgement", 5 * sec, 6 * sec, 0, false},
 	} {
 		t.Run(c.what, func(t *testing.T) {
-			r := &chaosRun{t: t, lease: time.Second, fair: map[string]time.Duration{"f": time.Second}}
+			r := &chaosRun{t: t, lease: time.Second, prefix: "distlock:", fair: map[string]time.Duration{"f": time.Second}}
 			m := newMonitor("", "distlock:")
 			a := &place{Name: "f", Owner: "A", Added: c.addedA, Deadline: 100 * sec, Ended: c.endedA, How: "dropped"}
 			if c.endedA == 0 {

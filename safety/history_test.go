@@ -11,7 +11,7 @@ import (
 // A record is one line of a chaos client's history file. Times are
 // CLOCK_MONOTONIC nanoseconds unless named Wall (CLOCK_REALTIME).
 type record struct {
-	K string `json:"k"` // kind: start, acq, rel, reli (a re-entered lease), ext, cancel, lost, op, close, enq, stats, done
+	K string `json:"k"` // kind: start, acq, rel, reli (a re-entered lease), ext, cancel, lost, op, close, enq, serr, once, job, stats, done
 
 	Client int    `json:"c,omitempty"` // client id
 	PID    int    `json:"pid,omitempty"`
@@ -22,8 +22,8 @@ type record struct {
 	Call   int64  `json:"call,omitempty"`
 	Ret    int64  `json:"ret,omitempty"`
 	T      int64  `json:"t,omitempty"`
-	Wall   int64  `json:"wall,omitempty"`
-	Res    string `json:"res,omitempty"` // outcome class, see classify
+	Wall   int64  `json:"wall,omitempty"` // acq: when it returned
+	Res    string `json:"res,omitempty"`  // outcome class, see classify
 	Err    string `json:"err,omitempty"`
 	Op     string `json:"op,omitempty"`     // fenced op: r or w
 	Acc    bool   `json:"acc,omitempty"`    // fenced op accepted
@@ -35,10 +35,27 @@ type record struct {
 	Fair      bool   `json:"fair,omitempty"` // acq: a FairMutex
 	Mode      string `json:"mode,omitempty"` // acq: an RWMutex's side, r (RLock, TryRLock) or w (Lock, TryLock)
 	N         int    `json:"perm,omitempty"` // acq: a Semaphore's permits asked for
-	// enq: a fair_acquire.lua call (see enqueueRecorder): the place's
-	// placeID, and the wall-clock time of the call (Wall is its reply's)
+	// enq: an acquisition call of a queued kind (see recordEnqueue):
+	// the place's placeID, the wall-clock time of the call (Wall is its
+	// reply's), the script, and whether it was a re-entry
 	Place    string `json:"place,omitempty"`
 	CallWall int64  `json:"callWall,omitempty"`
+	Script   string `json:"script,omitempty"` // enq, serr: the script called
+	Reenter  bool   `json:"reenter,omitempty"`
+	// once, job: a call of Once or OncePer, and a run of its job (see
+	// runOnce): the job's behaviour; the call's Run (its State, Period,
+	// and Err as text); T is when the job's lease context ended, if it
+	// did before the job returned
+	Job    string `json:"job,omitempty"`
+	State  string `json:"state,omitempty"`
+	Period uint64 `json:"period,omitempty"`
+	RunErr string `json:"runErr,omitempty"`
+	// close: the queued kinds whose holder held, and those whose waiter
+	// was seen waiting (or, Inflight, whose call that may queue was
+	// sent), when Close was called (see queueBeforeClose)
+	Held     []string `json:"held,omitempty"`
+	Kinds    []string `json:"kinds,omitempty"`
+	Inflight bool     `json:"inflight,omitempty"`
 
 	// stats and done
 	Renewed     int64  `json:"renewed,omitempty"`

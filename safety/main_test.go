@@ -30,6 +30,8 @@ var (
 	flagFair     = flag.Int("chaos.fair", 2, "fair-mutex lock names in the chaos run, in addition to the plain ones")
 	flagRW       = flag.Int("chaos.rw", 1, "read-write lock names in the chaos run, in addition to the others")
 	flagSem      = flag.Int("chaos.sem", 1, "semaphore names (capacity 3) in the chaos run, in addition to the others")
+	flagElect    = flag.Int("chaos.elect", 1, "election names in the chaos run, in addition to the others")
+	flagMarks    = flag.Bool("chaos.marks", true, "give the chaos run's lock names spaces, quotes and other unusual characters (-chaos.marks=false: chaos-0, fair-0, ...)")
 	flagLease    = flag.Duration("chaos.lease", time.Second, "lease (TTL) of the chaos run's locks")
 	// A holder must outlive a failover for the failover to make a second
 	// holder: the Sentinel runs' lease is longer.

@@ -42,28 +42,36 @@ import (
 // checked against the places that were waiting when it was made (FIFO, in
 // checks_test.go).
 //
+// An election is a fair mutex whose holder leads (kind=elect): its tenures,
+// places and grants are followed as a fair lock's.
+//
 // The shared kinds (read-write locks and semaphores, the names in shared)
-// are not followed: their holders are fields of the lock hash (t:<owner>,
-// h:<owner>, ...) with their leases in the :h sorted set, and several hold
-// at once, so neither the tenure of one owner per hash nor the FIFO of
-// the fair queue applies. Their scripts' commands are counted
-// (SharedCommands) and otherwise ignored: no tenure, place or grant is
-// made of them, so the server checks below never judge them. A tenure is
-// still made of an HSET that writes a mutex's owner and token to a shared
-// name's hash, which the kinds-never-mix check flags. The shared kinds
-// are checked from the clients' histories instead (sharedchecks_test.go).
+// are followed as far as the checks of who gets them need: their places
+// (the same queue keys as a fair lock's), and each admission of a holder
+// (the HSET of its t:<owner> field, its token, with its pid from
+// i:<owner>), whoever's script wrote it, with its lease (its score in the
+// :h sorted set) and its end (its ZREM from :h, or the DEL of the hash).
+// Several hold at once, so the server-side exclusion of one tenure per
+// hash and the FIFO of the fair queue (a grant may admit several places)
+// are not checked on them; their commands are counted (SharedCommands). A
+// tenure is still made of an HSET that writes a mutex's owner and token to
+// a shared name's hash, which the kinds-never-mix check flags. Their
+// exclusion and capacity are checked from the clients' histories
+// (sharedchecks_test.go).
 type monitor struct {
 	addr   string
 	prefix string
-	shared map[string]bool // names of read-write locks and semaphores: not followed
+	shared map[string]bool // names of read-write locks and semaphores
 
 	mu       sync.Mutex
 	tenures  map[tenureKey]*tenure
-	current  map[string]*tenure // by key: the latest tenure
-	places   map[string]*place  // by lock name + " " + owner: the latest place of the owner
+	current  map[string]*tenure  // by key: the latest tenure
+	places   map[placeKey]*place // the latest place of each owner of each lock
 	queues   map[string][]*place
 	allPlace []*place
 	grants   []grantEvent
+	holders  map[placeKey]*admission // the current holders of the shared locks
+	admitted []*admission
 	srv      serverChecks
 	changed  chan struct{} // closed after the next line is handled (await)
 	keepRaw  bool          // keep every line in raw (tests of the monitor)
@@ -89,7 +97,8 @@ type tenure struct {
 	Renewals int
 	Owner    string // from the HSET
 	PID      int    // from the HSET: the holder's process
-	Fair     bool   // the HSET wrote kind=fair
+	Fair     bool   // the HSET wrote kind=fair or kind=elect: a queued mutex
+	Kind     string // the HSET's kind: "" (plain), "fair" or "elect"
 	By       string // the script that wrote the HSET
 	Granted  bool   // written by a script of another owner: a grant
 	DelOwner string // owner argument of the script that deleted it
@@ -106,7 +115,11 @@ func (t *tenure) end() int64 {
 	return exp
 }
 
-// A place is one place in a fair lock's queue, as the server saw it.
+// placeKey names an owner of a lock.
+type placeKey struct{ name, owner string }
+
+// A place is one place in a queue (of a fair lock, an election, a
+// read-write lock or a semaphore), as the server saw it.
 type place struct {
 	Name     string
 	Owner    string // secret: kept in memory, reported as placeID(Owner)
@@ -123,6 +136,31 @@ type place struct {
 // ts: not removed, and its deadline not passed (purge removes the places
 // whose deadline is at or before the script's clock).
 func (p *place) live(ts int64) bool { return p.Ended == 0 && p.Deadline > ts }
+
+// An admission is one holder of a shared lock (a read-write lock's reader
+// or writer, a semaphore's permits), as the server saw it. Times are
+// CLOCK_REALTIME ns.
+type admission struct {
+	Name    string
+	Owner   string // secret: kept in memory, reported as placeID(Owner)
+	Token   uint64
+	PID     int    // from its i:<owner> field: the holder's process
+	Start   int64  // the HSET of its token
+	By      string // the script that wrote it
+	Granted bool   // written by a script of another owner: a grant
+	Ends    int64  // its lease's end: its latest score in :h
+	Dropped int64  // its ZREM from :h, or the DEL of the hash; 0 if not seen
+	Cut     bool   // the feed broke while it held
+}
+
+// end is when the admission ended on the server at the latest seen: its
+// removal, or its lease's end.
+func (a *admission) end() int64 {
+	if a.Dropped != 0 && (a.Ends == 0 || a.Dropped < a.Ends) {
+		return a.Dropped
+	}
+	return a.Ends
+}
 
 // A grantEvent is a tenure of a fair lock: a grant inside someone else's
 // script, or a take by the owner's own request, with the places that were
@@ -144,12 +182,15 @@ type placeRef struct {
 
 // serverChecks are what the monitor checks on the feed as it reads it.
 type serverChecks struct {
-	Tenures     int
-	Overlaps    int // a tenure written while the previous one of the key could not have expired: must be 0
-	StaleDels   int // a DEL by a release or abandon of an owner other than the holder: must be 0
-	DelBy       map[string]int
-	TenuresBy   map[string]int // by the script that wrote them, "+grant" when inside another owner's script
-	Resurrected int            // a place made again for an owner whose place had ended
+	Tenures   int
+	Overlaps  int // a tenure written while the previous one of the key could not have expired: must be 0
+	StaleDels int // a DEL by a release or abandon of an owner other than the holder: must be 0
+	DelBy     map[string]int
+	TenuresBy map[string]int // by the script that wrote them, "+grant" when inside another owner's script
+	// AdmissionsBy counts the admissions of holders of shared locks, by
+	// the script that wrote them ("+grant" as above).
+	AdmissionsBy map[string]int
+	Resurrected  int // a place made again for an owner whose place had ended
 	// SharedCommands counts the commands on the keys of read-write locks
 	// and semaphores, which the monitor does not follow.
 	SharedCommands int
@@ -167,8 +208,8 @@ func (s *serverChecks) note(format string, args ...any) {
 
 func newMonitor(addr, prefix string) *monitor {
 	return &monitor{addr: addr, prefix: prefix, tenures: map[tenureKey]*tenure{}, current: map[string]*tenure{},
-		places: map[string]*place{}, queues: map[string][]*place{},
-		srv: serverChecks{DelBy: map[string]int{}, TenuresBy: map[string]int{}}}
+		places: map[placeKey]*place{}, queues: map[string][]*place{}, holders: map[placeKey]*admission{},
+		srv: serverChecks{DelBy: map[string]int{}, TenuresBy: map[string]int{}, AdmissionsBy: map[string]int{}}}
 }
 
 // run follows the feed until ctx ends, reconnecting after the server was
@@ -197,6 +238,10 @@ func (m *monitor) run(ctx context.Context, ready chan<- struct{}) {
 			}
 		}
 		m.queues = map[string][]*place{}
+		for _, a := range m.holders {
+			a.Cut = true
+		}
+		m.holders = map[placeKey]*admission{}
 		if err != nil && ctx.Err() == nil && !isConnErr(err) {
 			m.err = err
 		}
@@ -256,10 +301,10 @@ type topCommand struct {
 	first int64 // the time of the script's first command
 
 	parsed  bool
-	script  string            // the script's name (redisbackend.ScriptCall), "" for any other command
-	argv    []string          // its arguments
-	purging map[string]bool   // lock names whose :qt this script has just purged (ZREMRANGEBYSCORE)
-	dropped map[string]*place // places this script removed without a purge: granted if an HSET follows
+	script  string              // the script's name (redisbackend.ScriptCall), "" for any other command
+	argv    []string            // its arguments
+	purging map[string]bool     // lock names whose :qt this script has just purged (ZREMRANGEBYSCORE)
+	dropped map[placeKey]*place // places this script removed without a purge: granted if an HSET follows
 }
 
 func (top *topCommand) parse() {
@@ -281,7 +326,7 @@ const refreshArgs = 7
 func (top *topCommand) requestedBy(owner string) bool {
 	top.parse()
 	switch top.script {
-	case "acquire", "fair_acquire", "quorum_acquire":
+	case "acquire", "fair_acquire", "quorum_acquire", "rw_acquire", "sem_acquire":
 		return len(top.argv) > 0 && top.argv[0] == owner
 	case "refresh":
 		for i := 0; i < len(top.argv); i += refreshArgs {
@@ -349,17 +394,89 @@ func (m *monitor) handle(line string, top *topCommand) {
 		return
 	}
 	cmd := strings.ToUpper(args[0])
-	if m.shared[name] {
+	shared := m.shared[name]
+	if shared {
 		m.srv.SharedCommands++
-		if suffix != "" {
-			return
-		}
 	}
 	switch suffix {
 	case "":
 		m.lockCommand(cmd, args, name, ts, top)
+		if shared {
+			m.sharedCommand(cmd, args, name, ts, top)
+		}
 	case ":q", ":qt", ":qi":
 		m.queueCommand(cmd, suffix, args, name, ts, top)
+	case ":h":
+		if shared {
+			m.holdersCommand(cmd, args, name, ts)
+		}
+	}
+}
+
+// sharedCommand follows the commands on a shared lock's hash: an HSET of
+// t:<owner> admits a holder (shared_admit); a DEL ends every holder.
+func (m *monitor) sharedCommand(cmd string, args []string, name string, ts int64, top *topCommand) {
+	switch cmd {
+	case "HSET":
+		pids := map[string]int{}
+		for i := 2; i+1 < len(args); i += 2 {
+			if owner, ok := strings.CutPrefix(args[i], "i:"); ok { // 'pid since host'
+				pids[owner], _ = strconv.Atoi(strings.Fields(args[i+1] + " x")[0])
+			}
+		}
+		for i := 2; i+1 < len(args); i += 2 {
+			owner, ok := strings.CutPrefix(args[i], "t:")
+			if !ok {
+				continue
+			}
+			tok, _ := strconv.ParseUint(args[i+1], 10, 64)
+			top.parse()
+			a := &admission{Name: name, Owner: owner, Token: tok, PID: pids[owner], Start: ts, By: top.script,
+				Granted: !top.requestedBy(owner)}
+			by := a.By
+			if a.Granted {
+				by += "+grant"
+			}
+			m.srv.AdmissionsBy[by]++
+			if old := m.holders[placeKey{name, owner}]; old != nil && old.Dropped == 0 {
+				old.Dropped = ts // cannot happen: an owner is admitted once
+			}
+			m.holders[placeKey{name, owner}] = a
+			m.admitted = append(m.admitted, a)
+			m.leaveQueue(name, owner, tok, top)
+		}
+	case "DEL":
+		for k, a := range m.holders {
+			if k.name == name && a.Dropped == 0 {
+				a.Dropped = ts
+			}
+		}
+	}
+}
+
+// holdersCommand follows a shared lock's holders set: a holder's lease is
+// its score (server ms), a ZREM ends it.
+func (m *monitor) holdersCommand(cmd string, args []string, name string, ts int64) {
+	switch cmd {
+	case "ZADD":
+		i := 2
+		for ; i < len(args); i++ { // past NX, XX, GT, LT, CH, INCR
+			if _, err := strconv.ParseFloat(args[i], 64); err == nil {
+				break
+			}
+		}
+		for ; i+1 < len(args); i += 2 {
+			if a := m.holders[placeKey{name, args[i+1]}]; a != nil {
+				ms, _ := strconv.ParseInt(args[i], 10, 64)
+				a.Ends = ms * int64(time.Millisecond)
+			}
+		}
+	case "ZREM":
+		for _, owner := range args[2:] {
+			if a := m.holders[placeKey{name, owner}]; a != nil && a.Dropped == 0 {
+				a.Dropped = ts
+			}
+		}
 	}
 }
 
@@ -389,7 +506,8 @@ func (m *monitor) lockCommand(cmd string, args []string, name string, ts int64, 
 			case "i": // 'pid since host'
 				t.PID, _ = strconv.Atoi(strings.Fields(args[i+1] + " x")[0])
 			case "kind":
-				t.Fair = args[i+1] == "fair"
+				t.Kind = args[i+1]
+				t.Fair = t.Kind == "fair" || t.Kind == "elect"
 			}
 		}
 		t.Granted = !top.requestedBy(t.Owner)
@@ -487,18 +605,11 @@ func (t *tenure) tokenOf(m *monitor) uint64 {
 	return 0
 }
 
-// grant records the tenure t of a fair lock, with the places that were
-// live when the script that wrote it started.
+// grant records the tenure t of a fair lock (or an election), with the
+// places that were live when the script that wrote it started.
 func (m *monitor) grant(name string, t *tenure, tok uint64, top *topCommand) {
 	g := grantEvent{Name: name, Owner: t.Owner, Token: tok, At: top.ts, By: top.script}
-	if p := top.dropped[name+" "+t.Owner]; p != nil {
-		p.How, p.Token = "granted", tok
-		g.Place = true
-	} else if p := m.places[name+" "+t.Owner]; p != nil && p.Ended == 0 {
-		// Not seen leaving the queue: take it out now.
-		p.Ended, p.How, p.By, p.Token = top.ts, "granted", top.script, tok
-		g.Place = true
-	}
+	g.Place = m.leaveQueue(name, t.Owner, tok, top)
 	for _, p := range m.queues[name] {
 		if p.Owner != t.Owner && p.live(top.ts) {
 			g.Ahead = append(g.Ahead, placeRef{p.Owner, p.Added})
@@ -507,12 +618,27 @@ func (m *monitor) grant(name string, t *tenure, tok uint64, top *topCommand) {
 	m.grants = append(m.grants, g)
 }
 
+// leaveQueue ends the place of owner, if it has one, as granted the lock
+// with token tok by the script top, and reports whether it had one.
+func (m *monitor) leaveQueue(name, owner string, tok uint64, top *topCommand) bool {
+	if p := top.dropped[placeKey{name, owner}]; p != nil {
+		p.How, p.Token = "granted", tok
+		return true
+	}
+	if p := m.places[placeKey{name, owner}]; p != nil && p.Ended == 0 {
+		// Not seen leaving the queue: take it out now.
+		p.Ended, p.How, p.By, p.Token = top.ts, "granted", top.script, tok
+		return true
+	}
+	return false
+}
+
 // queueCommand follows the commands on a fair lock's queue keys.
 func (m *monitor) queueCommand(cmd, suffix string, args []string, name string, ts int64, top *topCommand) {
 	switch {
 	case suffix == ":q" && cmd == "ZADD" && len(args) >= 4:
 		owner := args[3]
-		k := name + " " + owner
+		k := placeKey{name, owner}
 		if old := m.places[k]; old != nil {
 			if old.Ended == 0 {
 				return // cannot happen: fair_acquire keeps an existing place
@@ -533,7 +659,7 @@ func (m *monitor) queueCommand(cmd, suffix string, args []string, name string, t
 		}
 		m.queues[name] = append(q, p)
 	case suffix == ":qt" && cmd == "ZADD" && len(args) >= 4:
-		if p := m.places[name+" "+args[3]]; p != nil && p.Ended == 0 {
+		if p := m.places[placeKey{name, args[3]}]; p != nil && p.Ended == 0 {
 			ms, _ := strconv.ParseInt(args[2], 10, 64)
 			p.Deadline = ms * int64(time.Millisecond)
 		}
@@ -543,18 +669,15 @@ func (m *monitor) queueCommand(cmd, suffix string, args []string, name string, t
 		}
 		top.purging[name] = true
 	case suffix == ":qi" && cmd == "HSET" && len(args) >= 4:
-		if p := m.places[name+" "+args[2]]; p != nil && p.Ended == 0 {
-			// kind n seq lease queue channel pid host (lib.lua, place_value)
-			if f := strings.Fields(args[3]); len(f) >= 7 {
-				p.PID, _ = strconv.Atoi(f[6])
-			}
+		if p := m.places[placeKey{name, args[2]}]; p != nil && p.Ended == 0 {
+			p.PID, _ = placePID(m.prefix+"{"+name+"}", args[3])
 		}
 	case suffix == ":q" && cmd == "ZREM":
 		purge := top.purging[name]
 		delete(top.purging, name)
 		top.parse()
 		for _, owner := range args[2:] {
-			p := m.places[name+" "+owner]
+			p := m.places[placeKey{name, owner}]
 			if p == nil || p.Ended != 0 {
 				continue // no place: drop_place of an owner that had none
 			}
@@ -565,9 +688,9 @@ func (m *monitor) queueCommand(cmd, suffix string, args []string, name string, t
 			}
 			p.How = "dropped"
 			if top.dropped == nil {
-				top.dropped = map[string]*place{}
+				top.dropped = map[placeKey]*place{}
 			}
-			top.dropped[name+" "+owner] = p
+			top.dropped[placeKey{name, owner}] = p
 		}
 	}
 }
@@ -655,7 +778,7 @@ func (ms monitors) each(f func(key string, token uint64, t tenure)) {
 // fair returns copies of every place and grant of a fair lock seen on any
 // server, and the sums of the server-side checks.
 func (ms monitors) fair() (places []place, grants []grantEvent, srv serverChecks) {
-	srv.DelBy, srv.TenuresBy = map[string]int{}, map[string]int{}
+	srv.DelBy, srv.TenuresBy, srv.AdmissionsBy = map[string]int{}, map[string]int{}, map[string]int{}
 	for _, m := range ms {
 		m.mu.Lock()
 		for _, p := range m.allPlace {
@@ -675,10 +798,50 @@ func (ms monitors) fair() (places []place, grants []grantEvent, srv serverChecks
 		for k, v := range s.TenuresBy {
 			srv.TenuresBy[k] += v
 		}
+		for k, v := range s.AdmissionsBy {
+			srv.AdmissionsBy[k] += v
+		}
 		srv.Detail = append(srv.Detail, s.Detail...)
 		m.mu.Unlock()
 	}
 	return places, grants, srv
+}
+
+// admissions returns copies of every admission of a holder of a shared
+// lock seen on any server.
+func (ms monitors) admissions() []admission {
+	var out []admission
+	for _, m := range ms {
+		m.mu.Lock()
+		for _, a := range m.admitted {
+			out = append(out, *a)
+		}
+		m.mu.Unlock()
+	}
+	return out
+}
+
+// placePID reads the pid in the QI value v of a place of the lock whose
+// key is lock: 'kind n seq lease queue channel pid host' (lib.lua,
+// place_value), the channel being lock + ':grant:' + a process id. The
+// lock key may hold spaces, and the host is the rest of the value, so
+// only the five numbers at the start are words; the channel is matched as
+// the text it must be, as place_info does.
+func placePID(lock, v string) (int, bool) {
+	f := strings.SplitN(v, " ", 6)
+	if len(f) < 6 {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(f[5], lock+":grant:")
+	if !ok {
+		return 0, false
+	}
+	g := strings.SplitN(rest, " ", 3)
+	if len(g) < 2 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(g[1])
+	return pid, err == nil
 }
 
 // placeID names an owner in reports and histories without revealing it

@@ -399,8 +399,6 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 	wg.Add(2)
 	go func() { defer wg.Done(); p.Try = p.call(redlockProbe+"-try", true) }()
 	go func() { defer wg.Done(); p.Lock = p.call(redlockProbe, false) }()
-	wg.Wait()
-	p.probeCancel()
 	if held != nil {
 		select {
 		case <-held.Context().Done():
@@ -410,6 +408,11 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 			p.Held.Lost, p.Held.Cause = errors.Is(cause, distlock.ErrLockLost), cause.Error()
 		}
 	}
+	// The phase ends on time, whether or not the probe's calls have
+	// returned: a call that failed waits for the clean-up of its attempts
+	// (abandon), which needs a quorum; keeping the majority faulty until
+	// they return would stretch the phase until a killed master's delayed
+	// restart, which gives the quorum back within it.
 	time.Sleep(time.Until(phaseEnd)) // the phase's length
 	p.End = mono()
 	for _, m := range members[len(killed):] {
@@ -417,6 +420,8 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 			r.t.Errorf("no-quorum phase: resume master %d: %v", m, err)
 		}
 	}
+	wg.Wait()
+	p.probeCancel()
 	for i := range rl.masters {
 		if !slices.Contains(killed, i) {
 			rl.release(i) // the killed ones are freed once restarted
@@ -545,7 +550,7 @@ func (r *chaosRun) checkRedlock(rep *chaosReport, byName map[string][]*acquisiti
 			}
 		}
 		h := &p.Held
-		ten, _, ok := mon.quorumLookup("distlock:{"+redlockProbeHeld+"}", h.Token, rl.quorum)
+		ten, _, ok := mon.quorumLookup(r.key(redlockProbeHeld), h.Token, rl.quorum)
 		switch {
 		case !h.Lost || h.LostWall == 0:
 			rr.note("no-quorum phase over masters %v: the probe's lock held on every master (token %d, %s) was not lost within the phase: %s", p.Masters, h.Token, h.Err, h.Cause)
@@ -559,7 +564,7 @@ func (r *chaosRun) checkRedlock(rep *chaosReport, byName map[string][]*acquisiti
 		}
 	}
 	mon.each(func(key string, token uint64, t tenure) {
-		if key != "distlock:{"+redlockProbe+"}" && key != "distlock:{"+redlockProbe+"-try}" {
+		if key != r.key(redlockProbe) && key != r.key(redlockProbe+"-try") {
 			return
 		}
 		rr.ProbeTenures++

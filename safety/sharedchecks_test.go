@@ -31,11 +31,14 @@ import (
 // acquisition asks for 1 or 2 permits of it.
 const semCapacity = 3
 
-// kindOf names the kind of a lock name of the run: plain, fair, rw or sem.
+// kindOf names the kind of a lock name of the run: plain, fair, elect, rw
+// or sem. The names of jobs run once are plain mutexes.
 func (r *chaosRun) kindOf(name string) string {
 	switch {
 	case r.isFair(name):
 		return "fair"
+	case r.elect[name] != 0:
+		return "elect"
 	case r.rw[name] != 0:
 		return "rw"
 	case r.sem[name] != 0:
@@ -85,9 +88,19 @@ type sharedReport struct {
 		Intervals, Checked, ExcludedPaused, ExcludedRestart int
 		// Exceeded counts the acquisitions whose checked interval began
 		// while the permits of the checked intervals open then, its own
-		// included, added up to more than the capacity: must be 0.
+		// included, added up to more than the capacity that can have been
+		// in force at its admission (capacityBound): must be 0.
 		Exceeded int
-		MaxInUse int // most permits of checked intervals open at once: at most Capacity
+		// Shrunk counts the checked acquisitions admitted while the
+		// capacity was shrunk (a set-permits fault): checked against the
+		// smaller capacity, unless it may have lapsed since (Lapsed of
+		// them: nobody held or asked for a permit for the retention).
+		Shrunk, Lapsed int
+		// InvalidExplained counts the acquisitions refused with
+		// ErrInvalidOption while the capacity was shrunk below their
+		// permits; InvalidUnexplained those refused otherwise: must be 0.
+		InvalidExplained, InvalidUnexplained int
+		MaxInUse                             int // most permits of checked intervals open at once: at most Capacity
 		// MaxInUseAll is MaxInUse with the excluded intervals counted
 		// too (it may exceed the capacity: a paused holder believes it
 		// holds permits the server has given to others).
@@ -145,8 +158,14 @@ func (r *chaosRun) sharedIntervals(as []*acquisition, runEnd int64, intervals, c
 // context) ends at its write lease's release call, where its exclusive
 // hold may end.
 //
-// Semaphore: at every instant, the permits of the checked intervals open
-// then add up to at most the capacity.
+// Semaphore: when an acquisition's interval begins, the permits of the
+// checked intervals open then (its own included) add up to at most the
+// capacity that can have been in force at its admission, which the
+// set-permits fault changes (capacityBound, from the call of the
+// acquisition to its reply: the admission came in between, after every
+// other open interval's). A shrink revokes nothing, so permits in use above
+// a new, smaller capacity are not flagged by themselves: only an admission
+// that took them there is.
 //
 // Both rules are asserted over the checked intervals only; the overlaps
 // that involve an excluded one are counted.
@@ -215,6 +234,7 @@ func (r *chaosRun) checkShared(rep *chaosReport, byName map[string][]*acquisitio
 				}
 			}
 			ivs := r.sharedIntervals(as, runEnd, &sm.Intervals, &sm.Checked, &sm.ExcludedPaused, &sm.ExcludedRestart)
+			lapses := r.capacityLapses(name, as, runEnd)
 			// At each start, the permits of the intervals still open
 			// (an interval that ends where another starts is closed).
 			var open, all []sharedInterval
@@ -230,14 +250,21 @@ func (r *chaosRun) checkShared(rep *chaosReport, byName map[string][]*acquisitio
 				open = append(open, x)
 				inUse := permits(open)
 				sm.MaxInUse = max(sm.MaxInUse, inUse)
-				if inUse > r.sem[name] {
+				capacity := r.capacityBound(name, lapses, x.a.acq.Call, x.from)
+				if strict := r.capacityBound(name, nil, x.a.acq.Call, x.from); strict < r.sem[name] {
+					sm.Shrunk++
+					if capacity > strict {
+						sm.Lapsed++
+					}
+				}
+				if inUse > capacity {
 					sm.Exceeded++
 					if len(sm.Detail) < 10 {
 						var who []string
 						for _, y := range open {
 							who = append(who, fmt.Sprintf("owner %d (client %d, token %d, %d permits) [%d, %d]", y.a.acq.Owner, y.a.proc.id, y.a.acq.Token, y.a.acq.N, y.from, y.to))
 						}
-						sm.Detail = append(sm.Detail, fmt.Sprintf("%s: %d permits of %d held at %d: %v", name, inUse, r.sem[name], x.from, who))
+						sm.Detail = append(sm.Detail, fmt.Sprintf("%s: %d permits of %d held at %d: %v", name, inUse, capacity, x.from, who))
 					}
 				}
 			}
@@ -261,7 +288,7 @@ func (r *chaosRun) checkSemaphoresDrained(rep *chaosReport) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for name := range r.sem {
-		key := "distlock:{" + name + "}"
+		key := r.key(name)
 		used, err := r.ctl.HGet(ctx, key, "used").Int()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			rep.Shared.Sem.Detail = append(rep.Shared.Sem.Detail, fmt.Sprintf("%s: %v", name, err))
