@@ -267,13 +267,13 @@ func (c *Client) takeOnce(ctx context.Context, m *Mutex, period time.Duration, w
 	for range maxOnceTries {
 		run, current, err := c.ran(ctx, m.name, period)
 		if err != nil || run.State != 0 {
-			return nil, run, err
+			return nil, run, notStarted(ctx, err)
 		}
 		lease, err := m.take(ctx, m.spec, wait)
 		if !wait && errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrBackend) && !errors.Is(err, ErrWrongKind) {
 			info, ierr := m.info(ctx)
 			if ierr != nil {
-				return nil, Run{}, ierr
+				return nil, Run{}, notStarted(ctx, ierr)
 			}
 			if info.Locked {
 				return nil, Run{State: RunningElsewhere, By: info.Holder, Token: info.Token, Period: current}, nil
@@ -286,12 +286,22 @@ func (c *Client) takeOnce(ctx context.Context, m *Mutex, period time.Duration, w
 		// Whoever held the lock before may have run it meanwhile.
 		run, current, err = c.ran(ctx, m.name, period)
 		if err != nil || run.State != 0 {
-			return nil, run, errors.Join(err, release(ctx, lease, m.spec.Lease))
+			return nil, run, errors.Join(notStarted(ctx, err), release(ctx, lease, m.spec.Lease))
 		}
 		return lease, Run{Period: current}, nil
 	}
 	return nil, Run{}, fmt.Errorf("%w: the lock changed hands %d times, leaving no record of a run",
 		ErrNotAcquired, maxOnceTries)
+}
+
+// notStarted is err, the failure of a request made before the job could
+// start, as an acquisition's: the end of ctx wraps ErrNotAcquired, as Lock
+// wraps it (a failure of Redis wraps ErrBackend already).
+func notStarted(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrBackend) && !errors.Is(err, ErrNotAcquired) {
+		return fmt.Errorf("%w: %w", ErrNotAcquired, err)
+	}
+	return err
 }
 
 type periodKey struct{}

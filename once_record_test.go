@@ -270,3 +270,21 @@ func ExampleClient_Forget() {
 	// already done / column exists
 	// true ran here
 }
+
+// A Once call whose context has ended before the record could be read
+// fails as a Lock does: ErrNotAcquired, with the context's cause.
+func TestOnceEndedContextIsNotAcquired(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran := false
+	_, err := c.Once(ctx, "ended", time.Minute, func(context.Context, uint64) error { ran = true; return nil })
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) || ran {
+		t.Fatalf("Once with an ended context: %v (ran %v), want ErrNotAcquired and context.Canceled, not run", err, ran)
+	}
+	_, err = c.OncePer(ctx, "ended-per", time.Minute, func(context.Context, uint64) error { ran = true; return nil })
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) || ran {
+		t.Fatalf("OncePer with an ended context: %v (ran %v), want ErrNotAcquired and context.Canceled, not run", err, ran)
+	}
+}
