@@ -52,7 +52,9 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 			e.giveUp(h, context.Cause(ctx), true)
 			return nil, notAcquired(context.Cause(ctx))
 		case <-e.ctx.Done():
-			e.giveUp(h, ErrClosed, false) // Close abandons it too, and waits
+			// Close abandons the place too (and waits for that); the
+			// waiter does not return before its place is gone either.
+			e.giveUp(h, ErrClosed, true)
 			return nil, ErrClosed
 		}
 		if l := e.claim(h); l != nil {
