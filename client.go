@@ -97,7 +97,8 @@ func (c *clientConfig) backendConfig() redisbackend.Config {
 }
 
 // Close cancels the lease contexts of every lock the Client still holds
-// (with ErrClosed), then releases those locks, ends waits with ErrClosed
+// (with ErrClosed), then releases those locks, and the locks revoked from
+// it (Revoke) whose leases were not unlocked yet, ends waits with ErrClosed
 // (removing their places in queues, and making Redis refuse an
 // acquisition of theirs still on its way), stops renewals and
 // subscriptions, and waits for every request still on its way (an

@@ -60,8 +60,9 @@ type Engine struct {
 	mu         sync.Mutex
 	mismatches map[string]int // semaphores whose capacity in the store differs from this client's: the one last reported
 	queues     map[queueKey]*queue
-	places     map[string]*Hold // holds in their place phase, by GranteeID of their owner
-	draining   bool             // Close is waiting for bg: no more Adds
+	places     map[string]*Hold   // holds in their place phase, by GranteeID of their owner
+	late       map[*Hold]struct{} // holds lost whose release is owed (addLate)
+	draining   bool               // Close is waiting for bg: no more Adds
 
 	revoking      bool          // the watch of force-unlock notices is started or starting (revoke.go)
 	revokeReady   chan struct{} // closed once that watch is set up or failed
@@ -87,6 +88,7 @@ func New(b Backend, observe func(Event), cause func(name string, err error) erro
 		queues:      map[queueKey]*queue{},
 		mismatches:  map[string]int{},
 		places:      map[string]*Hold{},
+		late:        map[*Hold]struct{}{},
 		revokeReady: closedChan,
 		work:        make(chan func()),
 		closedWork:  make(chan struct{}),
@@ -207,6 +209,16 @@ func (e *Engine) Close(ctx context.Context) error {
 	for _, h := range holds {
 		h.end(ErrClosed)
 	}
+	// The holds lost while the server keeps their lock (revoked), and
+	// not unlocked yet: their release is owed, and sent now.
+	e.mu.Lock()
+	for h := range e.late {
+		if h.lateRelease.Swap(false) {
+			holds = append(holds, h)
+		}
+	}
+	clear(e.late)
+	e.mu.Unlock()
 	for _, h := range places {
 		h.end(ErrClosed)
 		// Its acquisition, or a refresh, may still be on its way: the

@@ -36,7 +36,8 @@ type Hold struct {
 	// lateRelease: the hold was lost as Redis reported it (gone, taken
 	// over, revoked), and the server may still keep the lock for this
 	// owner (revoked): the last lease's Unlock sends the release all the
-	// same, once, after the caller has stopped.
+	// same, once, after the caller has stopped, or Close does (see
+	// addLate).
 	lateRelease atomic.Bool
 
 	mu     sync.Mutex

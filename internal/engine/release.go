@@ -41,7 +41,7 @@ func (e *Engine) releaseHold(h *Hold, id uint64, now bool) {
 // its lease at the latest.
 func (e *Engine) releaseAll(ctx context.Context, h *Hold) error {
 	if !e.endHold(h, errReleased) {
-		if h.lateRelease.Swap(false) {
+		if e.takeLate(h) {
 			e.releaseLost(ctx, h)
 		}
 		return h.unlockErr()
@@ -178,7 +178,7 @@ func (e *Engine) lose(h *Hold, cause error, stale bool) {
 func (e *Engine) lost(h *Hold, stale bool) {
 	cause := e.renew.causeOf(h)
 	if !stale {
-		h.lateRelease.Store(true) // before the lease context ends: an Unlock may follow at once
+		e.addLate(h) // before the lease context ends: an Unlock may follow at once
 	}
 	h.end(cause)
 	kind := Lost
@@ -189,6 +189,28 @@ func (e *Engine) lost(h *Hold, stale bool) {
 	if stale {
 		e.cleanup(e.ownerOf(h))
 	}
+}
+
+// addLate records that h was lost while the server may still keep the
+// lock for its owner (revoked): its release is owed, by the last lease's
+// Unlock, or by Close if that comes first.
+func (e *Engine) addLate(h *Hold) {
+	h.lateRelease.Store(true)
+	e.mu.Lock()
+	e.late[h] = struct{}{}
+	e.mu.Unlock()
+}
+
+// takeLate reports whether the release of h was owed, and takes the debt
+// over: the caller sends it.
+func (e *Engine) takeLate(h *Hold) bool {
+	if !h.lateRelease.Swap(false) {
+		return false
+	}
+	e.mu.Lock()
+	delete(e.late, h)
+	e.mu.Unlock()
+	return true
 }
 
 // A release is tried releaseTries times, each within releaseTimeout.

@@ -1,0 +1,70 @@
+package distlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redistest"
+)
+
+// Close after a Revoke releases the revoked lock: Revoke keeps the lock
+// held until its holder stops and releases it, and a holder that stops by
+// closing its Client has stopped (issue "every guarantee with a test that
+// can fail": Close returned nil and the lock stayed held, revoked, for the
+// whole lease).
+func TestCloseReleasesRevokedLock(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := testCtx(t)
+	other, _ := newClient(t, srv)
+	for _, tc := range []struct {
+		name string
+		take func(c *distlock.Client) (*distlock.Lease, error)
+		try  func() error
+	}{
+		{"mutex", func(c *distlock.Client) (*distlock.Lease, error) {
+			return c.Mutex("close-revoked", distlock.WithTTL(time.Minute)).Lock(ctx)
+		}, func() error {
+			l, err := other.Mutex("close-revoked").TryLock(ctx)
+			if err == nil {
+				l.Unlock(ctx)
+			}
+			return err
+		}},
+		{"semaphore", func(c *distlock.Client) (*distlock.Lease, error) {
+			return c.Semaphore("close-revoked-sem", 1, distlock.WithTTL(time.Minute)).Acquire(ctx, 1)
+		}, func() error {
+			l, err := other.Semaphore("close-revoked-sem", 1).TryAcquire(ctx, 1)
+			if err == nil {
+				l.Unlock(ctx)
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+			l, err := tc.take(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := l.Name()
+			if _, err := other.Mutex(name).Revoke(ctx); err != nil {
+				t.Fatal(err)
+			}
+			<-l.Context().Done()
+			if err := tc.try(); !errors.Is(err, distlock.ErrNotAcquired) {
+				t.Fatalf("TryLock of the revoked lock before its holder stopped: %v, want ErrNotAcquired", err)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if err := tc.try(); err != nil {
+				t.Fatalf("after the holder's Close returned nil, the revoked lock is still held: %v", err)
+			}
+			if err := l.Unlock(ctx); !errors.Is(err, distlock.ErrLockLost) {
+				t.Fatalf("Unlock after Close of a revoked lease: %v, want ErrLockLost", err)
+			}
+		})
+	}
+}
