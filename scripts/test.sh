@@ -18,17 +18,17 @@
 #
 #   1. build: each module's tests compiled with -race (none run), one
 #      module after another so that shared packages compile once, and
-#      `go vet -race` from that build. 10-20 s with a warm Go build
-#      cache, about 2.5 minutes with a cold one.
-#   2. side by side: the root module's tests (about 3 minutes: the
+#      `go vet -race` from that build. 15 s with a warm Go build cache;
+#      with a cold one, minutes (398 s of CPU, see README.md).
+#   2. side by side: the root module's tests (about 4 minutes: the
 #      library's own tests run one after another), the safety suite's
 #      tests but its chaos runs, and the bench module's tests.
 #   3. alone: the safety suite's chaos runs (about 2.5 minutes), whose
 #      client processes renew leases under injected faults and must not
 #      be starved of CPU by the rest of the suite.
 #
-# About 6.5 minutes in all with a warm build cache, 2 more with a cold
-# one, on a 2-core machine (see README.md, "Development").
+# About 6.5 to 7.5 minutes in all with a warm build cache, several more
+# with a cold one, on a 2-core machine (see README.md, "Development").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
