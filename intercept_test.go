@@ -27,20 +27,23 @@ type interceptor struct {
 	rules []*rule
 }
 
-// A rule acts on the nth call (1-based) of one of its scripts on its key.
+// A rule acts on the nth call (1-based) of one of its scripts on its key,
+// or on every call if nth is 0.
 type rule struct {
 	key     string
 	scripts []string
 	nth     int
 	lose    bool // lose the reply; the request lands once release is closed
+	cut     bool // drop the request: it never reaches Redis
 	// delay: the script runs at once, its reply waits until release is closed
 	before bool          // hold the request back until release is closed, then send it
 	wait   time.Duration // hold the request back this long, then send it
 
-	release chan struct{} // closed by the test
-	matched chan struct{} // closed when the rule matched (for delay: after the script ran)
-	landed  chan struct{} // closed when a lost request has reached Redis
-	once    sync.Once
+	release     chan struct{} // closed by the test
+	matched     chan struct{} // closed when the rule matched (for delay: after the script ran)
+	landed      chan struct{} // closed when a lost request has reached Redis
+	once        sync.Once
+	matchedOnce sync.Once
 }
 
 var errReplyLost = errors.New("test: reply lost (i/o timeout)")
@@ -98,6 +101,19 @@ func (h *interceptor) observe(name, scripts string, nth int) *rule {
 	return r
 }
 
+// cut adds a rule that drops every call of any of scripts on the lock
+// name before it is sent, as a partition would: each fails as a lost
+// reply would, and none reaches Redis.
+func (h *interceptor) cut(name, scripts string) *rule {
+	r := h.on(name, scripts, 0, false)
+	r.cut = true
+	r.free()
+	return r
+}
+
+// match reports that the rule matched (idempotent).
+func (r *rule) match() { r.matchedOnce.Do(func() { close(r.matched) }) }
+
 // free lets the rule's request or reply go (idempotent).
 func (r *rule) free() { r.once.Do(func() { close(r.release) }) }
 
@@ -132,7 +148,7 @@ func (h *interceptor) match(cmds []redis.Cmder) *rule {
 		h.seen[name+" "+key]++
 		for _, r := range h.rules {
 			for _, s := range r.scripts {
-				if s == name && r.key == key && h.seen[name+" "+key] == r.nth {
+				if s == name && r.key == key && (r.nth == 0 || h.seen[name+" "+key] == r.nth) {
 					return r
 				}
 			}
@@ -166,8 +182,15 @@ func (h *interceptor) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func (r *rule) run(ctx context.Context, cmds []redis.Cmder, next func(context.Context, []redis.Cmder) error) error {
+	if r.cut {
+		for _, c := range cmds {
+			c.SetErr(errReplyLost)
+		}
+		r.match()
+		return errReplyLost
+	}
 	if r.before || r.wait > 0 {
-		close(r.matched)
+		r.match()
 		if r.wait > 0 {
 			time.Sleep(r.wait) // the fault: a request that is slow to arrive
 		}
@@ -179,7 +202,7 @@ func (r *rule) run(ctx context.Context, cmds []redis.Cmder, next func(context.Co
 	}
 	if !r.lose {
 		err := next(ctx, cmds)
-		close(r.matched)
+		r.match()
 		select {
 		case <-r.release:
 		case <-time.After(20 * time.Second):
@@ -191,7 +214,7 @@ func (r *rule) run(ctx context.Context, cmds []redis.Cmder, next func(context.Co
 		copies[i] = redis.NewCmd(context.Background(), c.Args()...)
 		c.SetErr(errReplyLost)
 	}
-	close(r.matched)
+	r.match()
 	go func() {
 		select {
 		case <-r.release:
