@@ -420,3 +420,47 @@ func TestReplicaAckNoReplica(t *testing.T) {
 	}
 	onlyExpiringKeys(t, rdb)
 }
+
+// Extend under WithReplicaAck keeps the limit that a lock's TTL has: a
+// lease shorter than six times the acknowledgement timeout is refused with
+// ErrInvalidOption before anything is sent (the lease on the server and
+// the one the watchdog renews keep their length), for a mutex and a
+// multi-lock; a lease at the limit is set.
+func TestReplicaAckExtendLimit(t *testing.T) {
+	ctx := testCtx(t)
+	g := redistest.StartSentinel(t, 1)
+	c, _ := ackClient(t, g.FailoverClient(t))
+	master := g.Servers()[0].Client(t)
+	const lease = 10 * time.Second
+	for _, tc := range []struct {
+		kind string
+		lock func() (*distlock.Lease, error)
+		key  string
+	}{
+		{"mutex", func() (*distlock.Lease, error) { return c.Mutex("extend", distlock.WithTTL(lease)).Lock(ctx) }, lockKey("extend")},
+		{"multi", func() (*distlock.Lease, error) {
+			return c.MultiMutex([]string{"extend-1", "extend-2"}, distlock.WithTTL(lease)).Lock(ctx)
+		}, lockKey("extend-2")},
+	} {
+		l, err := tc.lock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		short := 6*ackTimeout - time.Millisecond
+		if err := l.Extend(ctx, short); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Fatalf("%s: Extend(%v) with a %v acknowledgement timeout: %v, want ErrInvalidOption", tc.kind, short, ackTimeout, err)
+		}
+		if ttl := master.PTTL(ctx, tc.key).Val(); ttl <= 6*ackTimeout {
+			t.Fatalf("%s: the refused Extend changed the lease on the server: PTTL %v", tc.kind, ttl)
+		}
+		if err := l.Extend(ctx, 6*ackTimeout); err != nil {
+			t.Fatalf("%s: Extend(%v): %v", tc.kind, 6*ackTimeout, err)
+		}
+		if ttl := master.PTTL(ctx, tc.key).Val(); ttl > 6*ackTimeout {
+			t.Fatalf("%s: after Extend(%v): PTTL %v", tc.kind, 6*ackTimeout, ttl)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -172,8 +172,8 @@ func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, 
 	}
 	if lk.err == nil && c.cfg.replicas > 0 {
 		switch {
-		case mc.ttl < 6*c.cfg.replicaTimeout:
-			lk.err = fmt.Errorf("%w: a lease of %v is shorter than six times the replica acknowledgement timeout %v", ErrInvalidOption, mc.ttl, c.cfg.replicaTimeout)
+		case c.shortLease(mc.ttl) != nil:
+			lk.err = c.shortLease(mc.ttl)
 		case kind.Queued() && mc.queue < 3*c.cfg.replicaTimeout:
 			// A grant's first lease is the shorter of the lease and the
 			// queue timeout, and its confirmation must be answered
@@ -182,6 +182,17 @@ func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, 
 		}
 	}
 	return lk, engine.Spec{Name: name, Kind: kind, Lease: mc.ttl, Renew: mc.renew, Queue: mc.queue}
+}
+
+// shortLease returns an error wrapping ErrInvalidOption if a lease of ttl
+// is too short for c's replica acknowledgement: every lease, acquired or
+// set by Extend, must be at least six times its timeout, so that a
+// renewal that waits for the replicas is answered well within the lease.
+func (c *Client) shortLease(ttl time.Duration) error {
+	if c.cfg.replicas > 0 && ttl < 6*c.cfg.replicaTimeout {
+		return fmt.Errorf("%w: a lease of %v is shorter than six times the replica acknowledgement timeout %v", ErrInvalidOption, ttl, c.cfg.replicaTimeout)
+	}
+	return nil
 }
 
 // Err returns, without contacting Redis, the error every operation of c

@@ -14,6 +14,7 @@ import (
 // Name "".
 type Lease struct {
 	l held
+	c *Client // whose options bound Extend's ttl
 }
 
 // held is a lease of the engine: one lock's (*engine.Lease), or a
@@ -142,6 +143,11 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // later renewals. It returns an error wrapping ErrLockLost if the lock was
 // lost, and ErrNotHeld if the lease was unlocked.
 //
+// ttl must lie within [MinTTL, MaxTTL] and, under WithReplicaAck, be at
+// least six times the acknowledgement timeout, as a lock's TTL must;
+// otherwise Extend returns an error wrapping ErrInvalidOption and sends
+// nothing.
+//
 // If Extend cannot confirm the extension (ctx ended, Redis failed), it
 // returns an error, and the request may still be applied later: the lease
 // context then counts with both outcomes, so a shorter ttl that lands late
@@ -153,6 +159,9 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return clientErr("extend", errNilLease)
 	}
 	if err := checkTTL(ttl); err != nil {
+		return opErr("extend", l.Name(), err)
+	}
+	if err := l.c.shortLease(ttl); err != nil {
 		return opErr("extend", l.Name(), err)
 	}
 	return opErr("extend", l.Name(), l.l.Extend(ctx, ttl))

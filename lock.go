@@ -32,7 +32,7 @@ func (lk *lock) take(ctx context.Context, spec engine.Spec, wait bool) (*Lease, 
 	if err != nil {
 		return nil, err
 	}
-	return &Lease{l: l}, nil
+	return &Lease{l: l, c: lk.c}, nil
 }
 
 // check returns the error of the method Err of a lock made by the

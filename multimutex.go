@@ -99,7 +99,7 @@ func (m *MultiMutex) acquire(ctx context.Context, op string, wait bool) (*Lease,
 	if err != nil {
 		return nil, opErr(op, m.name(), err)
 	}
-	return &Lease{l: g}, nil
+	return &Lease{l: g, c: m.c}, nil
 }
 
 // name names the multi-lock in errors, as its Lease's Name does: its
