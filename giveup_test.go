@@ -143,6 +143,50 @@ func TestCancelledWaitLeavesNothing(t *testing.T) {
 	}
 }
 
+// A queued acquisition whose reply was lost, while its request is still
+// on its way, returns an error once its owner is marked abandoned; the
+// request, landing after that, is refused by the mark: it leaves no place
+// and takes no lock, so the holder's release grants nothing to the caller
+// that left. (The reply never comes, so the client cannot clean up after
+// the late request: only the server's refusal stands between it and a
+// place.)
+func TestAbandonedQueuedAcquisitionLandingLate(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	holder, _ := newClient(t, srv)
+	for _, k := range queuedKinds {
+		t.Run(k.name, func(t *testing.T) {
+			name := "late-" + k.name
+			ctx := testCtx(t)
+			waiter, h := interceptedClient(t, srv)
+			// The first acquisition is a try that never queues; the second
+			// would make the place.
+			late := h.on(name, k.script, 2, true)
+			cleaned := h.observe(name, "abandon", 1)
+			l, err := k.hold(ctx, holder, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = k.wait(ctx, waiter, name)
+			if !errors.Is(err, distlock.ErrBackend) {
+				t.Fatalf("an acquisition whose reply was lost: %v, want ErrBackend", err)
+			}
+			await(t, cleaned.matched, "the clean-up")
+			late.free() // the request lands after the call returned
+			await(t, late.landed, "the late acquisition to land")
+			if n := queueLen(t, rdb, name); n != 0 {
+				t.Fatalf("the late acquisition left %d places in the queue", n)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if held(t, rdb, name) {
+				t.Fatal("after the holder's Unlock, the lock is held: granted to the caller that had left")
+			}
+		})
+	}
+}
+
 // Close racing a queued acquisition whose request is held up in the
 // network: Close returns nil only once the acquisition can take nothing,
 // so the request, landing after Close, leaves no place and takes no lock.

@@ -198,7 +198,11 @@ func (r *rule) run(ctx context.Context, cmds []redis.Cmder, next func(context.Co
 		case <-r.release:
 		case <-time.After(20 * time.Second):
 		}
-		return next(ctx, cmds)
+		// Once on the wire, a request reaches Redis whatever became of
+		// the caller's context.
+		err := next(context.WithoutCancel(ctx), cmds)
+		close(r.landed)
+		return err
 	}
 	if !r.lose {
 		err := next(ctx, cmds)
