@@ -170,7 +170,10 @@ func (c *Client) Once(ctx context.Context, key string, keep time.Duration, fn Jo
 // epoch), so the nodes' clocks need not agree. The others are told it was
 // done (by whom, when) or that it runs elsewhere: OncePer never waits. A
 // holder that dies while it runs leaves the period's run to whoever calls
-// after its lease ends.
+// after its lease ends. A run longer than its period never overlaps the
+// next period's: a caller of the next period that comes while it runs is
+// told it runs elsewhere, and the first caller after it ended runs the
+// next period's job.
 //
 // Failed runs, panics, a nil fn, the context of the record and
 // Client.Forget are as for Once: a failed run is not recorded, and the

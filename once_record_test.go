@@ -288,3 +288,52 @@ func TestOnceEndedContextIsNotAcquired(t *testing.T) {
 		t.Fatalf("OncePer with an ended context: %v (ran %v), want ErrNotAcquired and context.Canceled, not run", err, ran)
 	}
 }
+
+// A OncePer run longer than its period never overlaps the next period's
+// run: a caller that comes in the next period while it runs is told it
+// runs elsewhere and does not run the job; the first caller after it ended
+// runs the next period's job.
+func TestOncePerOverrun(t *testing.T) {
+	srv := redistest.Start(t)
+	c, rdb := newClient(t, srv)
+	other, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	const period = 2 * time.Second
+	started := make(chan uint64, 1)
+	finish := make(chan struct{})
+	first := make(chan distlock.Run, 1)
+	go func() {
+		run, err := c.OncePer(ctx, "overrun", period, func(ctx context.Context, _ uint64) error {
+			p, _ := distlock.RunPeriod(ctx)
+			started <- p
+			<-finish
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		first <- run
+	}()
+	p := <-started
+	// The server's clock enters the next period while the job runs.
+	waitFor(t, func() bool {
+		now, err := rdb.Time(ctx).Result()
+		return err == nil && uint64(now.UnixNano()/int64(period)) > p
+	})
+	during, err := other.OncePer(ctx, "overrun", period, func(context.Context, uint64) error {
+		t.Error("the next period's job ran while the last one still ran")
+		return nil
+	})
+	if err != nil || during.State != distlock.RunningElsewhere || during.Period <= p {
+		t.Fatalf("a call in period %d+ while period %d's run goes on: %+v, %v; want RunningElsewhere", p+1, p, during, err)
+	}
+	close(finish)
+	if run := <-first; run.State != distlock.RanHere || run.Period != p {
+		t.Fatalf("the overrunning call: %+v; want RanHere in period %d", run, p)
+	}
+	ran := false
+	after, err := other.OncePer(ctx, "overrun", period, func(context.Context, uint64) error { ran = true; return nil })
+	if err != nil || after.State != distlock.RanHere || !ran || after.Period <= p {
+		t.Fatalf("the first call after the overrun: %+v, %v (ran %v); want it to run the next period", after, err, ran)
+	}
+}
