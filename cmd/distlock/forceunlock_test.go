@@ -26,23 +26,35 @@ func awaitHolderWatch(t *testing.T, srv *redistest.Server, p *proc) {
 	})
 }
 
-// distlock unlock --force stops the holder's command at once: with a
-// one-minute lease the holder's first renewal is 10 s away, and the
-// loss it reports is the revocation's. Unlock returns once the holder has
-// released the lock, long before the lease could end.
+// distlock unlock --force (a revocation), and unlock --force --now (a
+// force-unlock), stop the holder's command at once: with a one-minute
+// lease the holder's first renewal is 10 s away, and the loss it reports
+// is the notice's. Unlock --force returns once the holder has released
+// the lock, long before the lease could end; --now does not wait for it.
 func TestRunForceUnlockStopsAtOnce(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	ready := filepath.Join(t.TempDir(), "ready")
-	holder := start(t, []string{"READY=" + ready}, "run", "--redis", srv.URL(), "--ttl", "60s", "forced", "--",
-		"sh", "-c", `touch "$READY"; while :; do sleep 0.05; done`)
-	awaitFile(t, ready)
-	awaitHolderWatch(t, srv, holder)
-	run(t, "unlock", "--redis", srv.URL(), "--force", "forced").wantCode(t, 0)
-	if code := holder.wait(); code != exitLockLost {
-		t.Fatalf("holder: exit %d, want %d; stderr %q", code, exitLockLost, holder.errOut())
-	}
-	if !strings.Contains(holder.errOut(), "revoked") {
-		t.Errorf("stderr %q does not say the lock was revoked", holder.errOut())
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"revoke", []string{"--force"}},
+		{"now", []string{"--force", "--now"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			ready := filepath.Join(t.TempDir(), "ready")
+			holder := start(t, []string{"READY=" + ready}, "run", "--redis", srv.URL(), "--ttl", "60s", "forced", "--",
+				"sh", "-c", `touch "$READY"; while :; do sleep 0.05; done`)
+			awaitFile(t, ready)
+			awaitHolderWatch(t, srv, holder)
+			args := append([]string{"unlock", "--redis", srv.URL()}, tc.flags...)
+			run(t, append(args, "forced")...).wantCode(t, 0)
+			if code := holder.wait(); code != exitLockLost {
+				t.Fatalf("holder: exit %d, want %d; stderr %q", code, exitLockLost, holder.errOut())
+			}
+			if !strings.Contains(holder.errOut(), "revoked") {
+				t.Errorf("stderr %q does not say the lock was revoked", holder.errOut())
+			}
+		})
 	}
 }
