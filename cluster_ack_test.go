@@ -61,7 +61,7 @@ func onReplica(ctx context.Context, t *testing.T, cl *redistest.Cluster, name st
 // leave nothing (a client without acknowledgement gets the lock), while
 // acquisitions on the other master go on.
 func TestClusterReplicaAck(t *testing.T) {
-	cl := redistest.StartClusterT(t, 2, redistest.WithReplicas(1))
+	cl := redistest.StartCluster(t, 2, redistest.WithReplicas(1))
 	ctx := testCtx(t) // after the cluster started: that takes seconds on a loaded machine
 	m0, m1 := cl.Servers[0], cl.Servers[1]
 	ca, la := ackClient(t, cl.Client(t))
@@ -209,7 +209,7 @@ func sameSlot(t *testing.T, name string) string {
 // be taken half way (TRYAGAIN: ErrNotAcquired, never a success without
 // acknowledgement), and is taken, acknowledged, once the slot has moved.
 func TestClusterReplicaAckMigration(t *testing.T) {
-	cl := redistest.StartClusterT(t, 2, redistest.WithReplicas(1))
+	cl := redistest.StartCluster(t, 2, redistest.WithReplicas(1))
 	ctx := testCtx(t) // after the cluster started: that takes seconds on a loaded machine
 	const name = "ack-migrated"
 	slot, _, to := migration(ctx, t, cl, name)

@@ -155,7 +155,7 @@ func migration(ctx context.Context, t *testing.T, cl *redistest.Cluster, name st
 // to another node than the first's); and a waiter in another client,
 // blocked in Lock on the migrated name, acquires once the holder unlocks.
 func TestClusterMigratedLock(t *testing.T) {
-	cl := redistest.StartClusterT(t, 3)
+	cl := redistest.StartCluster(t, 3)
 	ctx := testCtx(t) // after the cluster started: that takes seconds on a loaded machine
 	const name = "migrated"
 	const ttl = 2 * time.Second // the watchdog renews several times a second
@@ -282,7 +282,7 @@ func TestClusterMigratedLock(t *testing.T) {
 // subscribes them again on the slot's new master, so the release there
 // wakes the waiter long before the 30 s lease would.
 func TestClusterMigratedSubscription(t *testing.T) {
-	cl := redistest.StartClusterT(t, 3)
+	cl := redistest.StartCluster(t, 3)
 	ctx := testCtx(t) // after the cluster started: that takes seconds on a loaded machine
 	const name = "migrated-sub"
 	slot, _, to := migration(ctx, t, cl, name)
@@ -338,7 +338,7 @@ func TestClusterMigratedSubscription(t *testing.T) {
 // its lease context ended with ErrLockLost. Another client then locks a
 // name of the same slot (the same name if the lock was lost).
 func heldAcrossFailover(t *testing.T, name string, ttl time.Duration, failover func(ctx context.Context, cl *redistest.Cluster, master *redistest.Server) *redistest.Server) string {
-	cl := redistest.StartClusterT(t, 3, redistest.WithReplicas(1), redistest.WithArgs("--cluster-node-timeout", "1000"))
+	cl := redistest.StartCluster(t, 3, redistest.WithReplicas(1), redistest.WithArgs("--cluster-node-timeout", "1000"))
 	ctx := testCtx(t) // after the cluster started: that takes seconds on a loaded machine
 	slot := redisbackend.Slot(name)
 	master, err := cl.SlotMaster(ctx, slot)
@@ -484,7 +484,7 @@ func TestClusterPlannedFailover(t *testing.T) {
 // backend failure, and a Lock waits and takes the lock once the migration
 // is finished.
 func TestClusterLockDuringMigration(t *testing.T) {
-	cl := redistest.StartClusterT(t, 2)
+	cl := redistest.StartCluster(t, 2)
 	ctx := testCtx(t) // after the cluster started: that takes seconds on a loaded machine
 	const name = "half-migrated"
 	slot, _, to := migration(ctx, t, cl, name)

@@ -17,7 +17,7 @@ import (
 // sharded pub/sub, renewals are batched per slot (a CROSSSLOT batch would
 // fail them), and List scans every master.
 func TestCluster(t *testing.T) {
-	cl := redistest.StartClusterT(t, 3)
+	cl := redistest.StartCluster(t, 3)
 	ev := newEvents()
 	c := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 	defer c.Close()
@@ -93,7 +93,7 @@ func TestCluster(t *testing.T) {
 func TestClusterPausedMasterCostsOnlyItsLocks(t *testing.T) {
 	// A node timeout well beyond the pause: the cluster must not declare
 	// the paused master failed (then every master refuses writes).
-	cl := redistest.StartClusterT(t, 3, redistest.WithArgs("--cluster-node-timeout", "30000"))
+	cl := redistest.StartCluster(t, 3, redistest.WithArgs("--cluster-node-timeout", "30000"))
 	cc := cl.Client(t)
 	c := distlock.New(cc, distlock.WithLogger(nil))
 	defer c.Close()
@@ -178,7 +178,7 @@ func TestClusterPausedMasterCostsOnlyItsLocks(t *testing.T) {
 // slot (the queue timeout is short, so places would expire without them),
 // and are granted the lock in order by the releases, over sharded pub/sub.
 func TestClusterFair(t *testing.T) {
-	cl := redistest.StartClusterT(t, 3)
+	cl := redistest.StartCluster(t, 3)
 	cc := cl.Client(t)
 	holder := distlock.New(cc, distlock.WithLogger(nil))
 	defer holder.Close()
@@ -265,7 +265,7 @@ func TestClusterFair(t *testing.T) {
 // before it are released at once (nothing is held while waiting); it gets
 // the set once the refusing member is free.
 func TestClusterMultiMutex(t *testing.T) {
-	cl := redistest.StartClusterT(t, 3)
+	cl := redistest.StartCluster(t, 3)
 	cc := cl.Client(t)
 	// The clean-up of the members a refused attempt took is slow (a slow
 	// network): TryLock must return only once they are free all the same.

@@ -16,7 +16,7 @@ import (
 // exampleRedis starts a throwaway redis-server for the examples; in your
 // code, rdb is your own go-redis client.
 func exampleRedis() (*redis.Client, func()) {
-	srv, err := redistest.StartServer()
+	srv, err := redistest.NewServer()
 	if err != nil {
 		log.Fatal(err)
 	}

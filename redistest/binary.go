@@ -11,7 +11,7 @@ import (
 // names the redis-server binary to use instead of looking it up in PATH.
 const EnvServer = "DISTLOCK_REDIS_SERVER"
 
-// ErrNotFound is returned (possibly wrapped) by [Binary], [StartServer] and
+// ErrNotFound is returned (possibly wrapped) by [Binary], [NewServer] and
 // [Start] when no usable redis-server binary can be found. Its message tells
 // the user how to install one.
 var ErrNotFound = errors.New("redis-server not found: install it with `sudo apt-get install -y redis-server` (Debian/Ubuntu) or set " + EnvServer)

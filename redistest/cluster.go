@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,13 +30,13 @@ type Cluster struct {
 	password string
 }
 
-// StartCluster starts n (at least 1) cluster-enabled masters and, with
+// NewCluster starts n (at least 1) cluster-enabled masters and, with
 // [WithReplicas], that many replicas of each, assigns the slots, joins
 // them and returns once every node knows every other, every replica is
 // connected to its master (master_link_status:up, no sync in progress),
 // every node lists every replica with its master in CLUSTER SLOTS, and
 // every node reports cluster_state:ok. The caller must call
-// [Cluster.Stop]; tests should use [StartClusterT].
+// [Cluster.Stop]; tests should use [StartCluster].
 //
 // The servers' cluster bus ports are their ports + 10000. The cluster's
 // node timeout is 5 s unless opts set --cluster-node-timeout (a shorter one,
@@ -48,7 +47,7 @@ type Cluster struct {
 // masters ping their replicas every second (repl-ping-replica-period 1:
 // CLUSTER SLOTS leaves out a replica until its replication offset is above
 // zero, which on an empty master takes the first ping, 10 s by default).
-func StartCluster(n int, opts ...Option) (*Cluster, error) {
+func NewCluster(n int, opts ...Option) (*Cluster, error) {
 	if n < 1 {
 		return nil, errors.New("redistest: a cluster needs at least one node")
 	}
@@ -68,7 +67,7 @@ func StartCluster(n int, opts ...Option) (*Cluster, error) {
 	}
 	opts = append(base, opts...) // later arguments win
 	for i := 0; i < n*(1+cfg.replicas); i++ {
-		s, err := StartServer(opts...)
+		s, err := NewServer(opts...)
 		if err != nil {
 			return nil, errors.Join(err, c.Stop())
 		}
@@ -84,11 +83,11 @@ func StartCluster(n int, opts ...Option) (*Cluster, error) {
 	return c, nil
 }
 
-// StartClusterT starts a cluster as [StartCluster] does for the test tb,
+// StartCluster starts a cluster as [NewCluster] does for the test tb,
 // and stops it when the test ends.
-func StartClusterT(tb testing.TB, n int, opts ...Option) *Cluster {
+func StartCluster(tb TB, n int, opts ...Option) *Cluster {
 	tb.Helper()
-	c, err := StartCluster(n, opts...)
+	c, err := NewCluster(n, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -611,7 +610,7 @@ func (c *Cluster) Addrs() []string {
 }
 
 // Client returns a new go-redis cluster client, closed when tb ends.
-func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
+func (c *Cluster) Client(tb TB) *redis.ClusterClient {
 	tb.Helper()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), Password: c.password})
 	tb.Cleanup(func() { _ = rdb.Close() })

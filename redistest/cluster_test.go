@@ -13,7 +13,7 @@ import (
 
 // A cluster serves keys from every node.
 func TestCluster(t *testing.T) {
-	c := StartClusterT(t, 3)
+	c := StartCluster(t, 3)
 	rdb := c.Client(t)
 	ctx := t.Context()
 	for i := 0; i < 30; i++ {
@@ -45,7 +45,7 @@ func clusterCtx(t *testing.T) context.Context {
 // serves the slot and holds the keys.
 func TestClusterMigrateSlot(t *testing.T) {
 	ctx := clusterCtx(t)
-	c := StartClusterT(t, 3)
+	c := StartCluster(t, 3)
 	rdb := c.Client(t)
 	const key = "{m}k"
 	slot := int(rdb.ClusterKeySlot(ctx, key).Val())
@@ -120,7 +120,7 @@ func TestClusterMigrateSlot(t *testing.T) {
 func TestClusterReplicasFailover(t *testing.T) {
 	ctx := clusterCtx(t)
 	t0 := time.Now()
-	c := StartClusterT(t, 3, WithReplicas(1), WithArgs("--cluster-node-timeout", "1000"))
+	c := StartCluster(t, 3, WithReplicas(1), WithArgs("--cluster-node-timeout", "1000"))
 	t.Logf("cluster of 3 masters and 3 replicas ready after %v", time.Since(t0).Round(time.Millisecond))
 	if len(c.Servers) != 3 || len(c.Replicas) != 3 {
 		t.Fatalf("%d masters and %d replicas, want 3 and 3", len(c.Servers), len(c.Replicas))

@@ -18,14 +18,17 @@
 //		}
 //	}
 //
-// Outside tests (demos, benchmarks), use [StartServer] and call
-// [Server.Stop] when done.
+// Outside tests (demos, benchmarks), use [NewServer] and call
+// [Server.Stop] when done. Each deployment has the same two constructors:
+// NewX returns an error and leaves stopping to the caller ([NewServer],
+// [NewSentinel], [NewCluster]); StartX is for tests ([Start],
+// [StartSentinel], [StartCluster]).
 //
 // [StartSentinel] starts a replicated deployment: a master, replicas and
 // three sentinels (redis-server --sentinel) with short timeouts, with
 // methods to trigger a failover ([Sentinel.Failover]), to wait for one after
 // killing or pausing the master ([Sentinel.AwaitMaster]) and to cut one
-// replica's replication ([Sentinel.CutReplication]). [StartClusterT] starts
+// replica's replication ([Sentinel.CutReplication]). [StartCluster] starts
 // a Redis Cluster, with [WithReplicas] a replica per master, with methods
 // to find a slot's master and replica ([Cluster.SlotMaster],
 // [Cluster.SlotReplica]), to migrate a slot at once or step by step

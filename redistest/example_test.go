@@ -13,7 +13,7 @@ import (
 // This example starts a server outside a test, talks to it with go-redis and
 // stops it.
 func Example() {
-	srv, err := redistest.StartServer()
+	srv, err := redistest.NewServer()
 	if err != nil {
 		log.Fatal(err)
 	}

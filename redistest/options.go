@@ -1,6 +1,6 @@
 package redistest
 
-// An Option configures a server started by [StartServer] or [Start].
+// An Option configures a server started by [NewServer] or [Start].
 type Option func(*config)
 
 type config struct {
@@ -8,10 +8,10 @@ type config struct {
 	password string
 
 	// sentinelConf, when set, is the content of sentinel.conf: the server
-	// runs in sentinel mode (see StartSentinelGroup).
+	// runs in sentinel mode (see NewSentinel).
 	sentinelConf string
 
-	// replicas is how many replicas StartCluster gives each master
+	// replicas is how many replicas NewCluster gives each master
 	// (WithReplicas); other starters ignore it.
 	replicas int
 
@@ -36,7 +36,7 @@ func WithPassword(pw string) Option {
 	return func(c *config) { c.password = pw }
 }
 
-// WithReplicas makes [StartCluster] give each master r replicas (r >= 0).
+// WithReplicas makes [NewCluster] give each master r replicas (r >= 0).
 // Other starters ignore it.
 func WithReplicas(r int) Option {
 	return func(c *config) { c.replicas = r }

@@ -229,7 +229,7 @@ func TestPassword(t *testing.T) {
 }
 
 func TestStopIdempotent(t *testing.T) {
-	s, err := StartServer()
+	s, err := NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,17 +261,17 @@ func TestStopIdempotent(t *testing.T) {
 }
 
 func TestStartErrorIncludesOutput(t *testing.T) {
-	s, err := StartServer(WithArgs("--no-such-directive", "x"))
+	s, err := NewServer(WithArgs("--no-such-directive", "x"))
 	if err == nil {
 		s.Stop()
-		t.Fatal("StartServer with a bad argument succeeded")
+		t.Fatal("NewServer with a bad argument succeeded")
 	}
 	if !strings.Contains(err.Error(), "no-such-directive") {
 		t.Errorf("error does not include redis-server output: %v", err)
 	}
 }
 
-// TestPortCollision checks that StartServer moves on to another port when
+// TestPortCollision checks that NewServer moves on to another port when
 // the first one it picks is taken, whether by a non-Redis listener or by
 // another Redis server, and leaves the other server alone.
 func TestPortCollision(t *testing.T) {
@@ -355,8 +355,8 @@ func TestBinary(t *testing.T) {
 		if err == nil || err.Error() != "redis-server not found: install it with `sudo apt-get install -y redis-server` (Debian/Ubuntu) or set DISTLOCK_REDIS_SERVER" {
 			t.Errorf("Binary() error = %v", err)
 		}
-		if _, err := StartServer(); !errors.Is(err, ErrNotFound) {
-			t.Errorf("StartServer() error = %v, want ErrNotFound", err)
+		if _, err := NewServer(); !errors.Is(err, ErrNotFound) {
+			t.Errorf("NewServer() error = %v, want ErrNotFound", err)
 		}
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,7 +52,7 @@ type Sentinel struct {
 	sentinels []*Server
 }
 
-// StartSentinelGroup starts a master, replicas (at least 1) replicas of it
+// NewSentinel starts a master, replicas (at least 1) replicas of it
 // and three sentinels monitoring the master, and returns once every replica
 // is in sync with the master and every sentinel knows the master, every
 // replica and the two other sentinels. The caller must call
@@ -63,7 +62,7 @@ type Sentinel struct {
 // have no password); with [WithPassword] the sentinels are given the
 // password to talk to them. Do not set replicaof, masteruser or masterauth
 // with [WithArgs]: the group relies on its own.
-func StartSentinelGroup(replicas int, opts ...Option) (*Sentinel, error) {
+func NewSentinel(replicas int, opts ...Option) (*Sentinel, error) {
 	if replicas < 1 {
 		return nil, errors.New("redistest: a sentinel group needs at least one replica")
 	}
@@ -89,7 +88,7 @@ func StartSentinelGroup(replicas int, opts ...Option) (*Sentinel, error) {
 		if i > 0 {
 			o = append(o, WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(g.servers[0].Port())))
 		}
-		s, err := StartServer(append(o, opts...)...)
+		s, err := NewServer(append(o, opts...)...)
 		if err != nil {
 			return nil, errors.Join(err, g.Stop())
 		}
@@ -111,7 +110,7 @@ func StartSentinelGroup(replicas int, opts ...Option) (*Sentinel, error) {
 		conf += fmt.Sprintf("sentinel auth-pass %s %s\n", sentinelMasterName, cfg.password)
 	}
 	for i := 0; i < sentinelCount; i++ {
-		s, err := StartServer(func(c *config) { c.sentinelConf = conf })
+		s, err := NewServer(func(c *config) { c.sentinelConf = conf })
 		if err != nil {
 			return nil, errors.Join(err, g.Stop())
 		}
@@ -126,12 +125,12 @@ func StartSentinelGroup(replicas int, opts ...Option) (*Sentinel, error) {
 	return g, nil
 }
 
-// StartSentinel starts a sentinel group as [StartSentinelGroup] does for the
+// StartSentinel starts a sentinel group as [NewSentinel] does for the
 // test tb, and stops it when the test ends. If the group cannot be started,
 // StartSentinel calls tb.Fatal.
-func StartSentinel(tb testing.TB, replicas int, opts ...Option) *Sentinel {
+func StartSentinel(tb TB, replicas int, opts ...Option) *Sentinel {
 	tb.Helper()
-	g, err := StartSentinelGroup(replicas, opts...)
+	g, err := NewSentinel(replicas, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -246,7 +245,7 @@ func (g *Sentinel) FailoverOptions() *redis.FailoverOptions {
 // (redis.NewFailoverClient with [Sentinel.FailoverOptions]), which follows
 // the master the sentinels name, and registers a cleanup function with tb
 // that closes it.
-func (g *Sentinel) FailoverClient(tb testing.TB) *redis.Client {
+func (g *Sentinel) FailoverClient(tb TB) *redis.Client {
 	tb.Helper()
 	c := redis.NewFailoverClient(g.FailoverOptions())
 	tb.Cleanup(func() { _ = c.Close() })

@@ -10,12 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// startAttempts is how many ports StartServer tries before giving up when
+// startAttempts is how many ports NewServer tries before giving up when
 // the chosen port turns out to be taken.
 const startAttempts = 5
 
@@ -48,7 +47,7 @@ var ErrStopped = errors.New("redistest: server stopped")
 // restart failed.
 var ErrNotRunning = errors.New("redistest: server not running")
 
-// StartServer starts a redis-server and returns once it accepts commands.
+// NewServer starts a redis-server and returns once it accepts commands.
 // It is meant for code that is not a test, such as demos and benchmarks; the
 // caller must call [Server.Stop] to end the process and remove its
 // directory. Tests should use [Start] instead.
@@ -59,11 +58,11 @@ var ErrNotRunning = errors.New("redistest: server not running")
 //	--dir DIR --logfile DIR/redis.log --daemonize no --protected-mode no
 //
 // followed by any arguments from [WithPassword] and [WithArgs]. If the port
-// turns out to be taken, StartServer retries with other ports. If the server
+// turns out to be taken, NewServer retries with other ports. If the server
 // does not start, the error includes the end of its output, and nothing is
 // left behind. If redis-server cannot be found, the error is the one from
 // [Binary].
-func StartServer(opts ...Option) (*Server, error) {
+func NewServer(opts ...Option) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -110,13 +109,13 @@ func StartServer(opts ...Option) (*Server, error) {
 	return nil, fmt.Errorf("redistest: start: %w", err)
 }
 
-// Start starts a redis-server for the test or benchmark tb, as [StartServer]
+// Start starts a redis-server for the test or benchmark tb, as [NewServer]
 // does, and registers a cleanup function with tb that stops it. If the
 // server cannot be started (including when redis-server is not installed,
 // in which case the message says how to install it), Start calls tb.Fatal.
-func Start(tb testing.TB, opts ...Option) *Server {
+func Start(tb TB, opts ...Option) *Server {
 	tb.Helper()
-	s, err := StartServer(opts...)
+	s, err := NewServer(opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -236,7 +235,7 @@ func (s *Server) Options() *redis.Options {
 // [Server.Options], and registers a cleanup function with tb that closes it.
 // Cleanups run in reverse order, so a client from a server started by
 // [Start] is closed before the server is stopped.
-func (s *Server) Client(tb testing.TB) *redis.Client {
+func (s *Server) Client(tb TB) *redis.Client {
 	tb.Helper()
 	c := redis.NewClient(s.Options())
 	tb.Cleanup(func() { _ = c.Close() })

@@ -307,7 +307,7 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 	switch {
 	case r.cluster:
 		r.kinds = clusterFaultKinds
-		r.lockSrvs = redistest.StartClusterT(t, 3, redistest.WithArgs("--hz", "100")).Servers
+		r.lockSrvs = redistest.StartCluster(t, 3, redistest.WithArgs("--hz", "100")).Servers
 	case sentinel:
 		r.kinds = sentinelFaultKinds
 		r.ack = mode == modeSentinelAck

@@ -89,7 +89,7 @@ func (d *demo) run(rf *redisFlags) (err error) {
 	}
 	where := "Redis at "
 	if rf.url == "" && os.Getenv("REDIS_URL") == "" {
-		srv, err := redistest.StartServer()
+		srv, err := redistest.NewServer()
 		if err != nil {
 			return exitf(exitUnavailable, "cannot start a throwaway Redis (or pass --redis URL): %v", err)
 		}

@@ -68,7 +68,7 @@ func TestRedisURLSentinel(t *testing.T) {
 // takes locks there; a bad cluster parameter is a usage error.
 func TestRedisURLCluster(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartClusterT(t, 3)
+	cl := redistest.StartCluster(t, 3)
 	addrs := cl.Addrs()
 	url := "redis://" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
 	single := "redis://" + addrs[1] + "?cluster=true"

@@ -235,7 +235,7 @@ type bench struct {
 }
 
 func (b *bench) server() (*redistest.Server, error) {
-	srv, err := redistest.StartServer()
+	srv, err := redistest.NewServer()
 	if err != nil {
 		return nil, err
 	}

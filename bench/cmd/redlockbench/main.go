@@ -64,7 +64,7 @@ func main() {
 	}
 	defer stop()
 	for range *masters {
-		srv, err := redistest.StartServer()
+		srv, err := redistest.NewServer()
 		if err != nil {
 			stop()
 			fatal(err)
