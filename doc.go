@@ -211,7 +211,12 @@
 // The cause of a lease context has the same shape, with op hold. Errors
 // about no lock read "distlock: invalid option: ..." (Client.Err) or
 // "distlock: close: ..." (Client.Close). See the Err values for the list
-// of ops.
+// of ops. Each is an *Error, whose Op and Name errors.As reads:
+//
+//	var e *distlock.Error
+//	if errors.As(err, &e) {
+//		log.Printf("%s of %s failed: %v", e.Op, e.Name, e.Err)
+//	}
 //
 // # Keys
 //

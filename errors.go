@@ -112,14 +112,23 @@ type errorString string
 
 func (e errorString) Error() string { return string(e) }
 
-// An opError is an error of an operation of distlock: the one place that
-// writes "distlock: ", the operation and the lock's name in front of the
-// errors of the engine and the backends, which have none of them.
-type opError struct {
-	op    string // the method, in lower case ("" for an invalid option of the Client)
-	name  string // the lock's name, quoted when named
-	named bool   // the operation is about a lock
-	err   error
+// An Error is an error of an operation of distlock, as an *fs.PathError
+// is of a file operation: every error distlock returns is one (read its
+// fields with errors.As), and so is the cause of a lease's context. It is
+// the one place that writes "distlock: ", the operation and the lock's
+// name in front of the errors underneath.
+type Error struct {
+	// Op is the operation that failed: the method's name in lower case,
+	// hyphenated (see the Err values for the list); "" for an invalid
+	// option of the Client (Client.Err).
+	Op string
+	// Name is the lock's name (the pattern, for List; the members' names
+	// joined with "+" for a MultiMutex); "" for an error about no lock.
+	Name string
+	// Err is what went wrong; it wraps one of the Err values.
+	Err error
+
+	named bool // about a lock: Name is quoted in the message, even if empty
 }
 
 // opErr returns err, if it is not nil, as the error of the operation op of
@@ -128,7 +137,7 @@ func opErr(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &opError{op: op, name: name, named: true, err: err}
+	return &Error{Op: op, Name: name, Err: err, named: true}
 }
 
 // clientErr returns err, if it is not nil, as the error of the operation
@@ -137,19 +146,25 @@ func clientErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &opError{op: op, err: err}
+	return &Error{Op: op, Err: err}
 }
 
-func (e *opError) Error() string {
+// Error reads "distlock: <op> "<name>": <err>" for an error about a lock,
+// "distlock: [<op>: ]<err>" otherwise.
+func (e *Error) Error() string {
 	s := "distlock: "
-	if e.op != "" {
-		s += e.op
-		if e.named {
-			s += " " + strconv.Quote(e.name)
+	if e.Op != "" {
+		s += e.Op
+		if e.named || e.Name != "" {
+			s += " " + strconv.Quote(e.Name)
 		}
 		s += ": "
 	}
-	return s + e.err.Error()
+	if e.Err == nil {
+		return s + "<nil>"
+	}
+	return s + e.Err.Error()
 }
 
-func (e *opError) Unwrap() error { return e.err }
+// Unwrap returns e.Err.
+func (e *Error) Unwrap() error { return e.Err }

@@ -340,6 +340,13 @@ func checkShape(t *testing.T, what string, err error, name string, want ...error
 	if n := strings.Count(msg, "distlock:"); n != 1 {
 		t.Errorf("%s: %q has \"distlock:\" %d times", what, msg, n)
 	}
+	var e *distlock.Error
+	switch {
+	case !errors.As(err, &e):
+		t.Errorf("%s: %q is not a *distlock.Error", what, msg)
+	case e.Name != name || e.Op == "" || !strings.HasPrefix(msg, "distlock: "+e.Op+" ") || e.Err == nil:
+		t.Errorf("%s: *distlock.Error{Op: %q, Name: %q, Err: %v}, want the name %q and the op of %q", what, e.Op, e.Name, e.Err, name, msg)
+	}
 	for _, w := range want {
 		if !errors.Is(err, w) {
 			t.Errorf("%s: %q does not wrap %v", what, msg, w)
