@@ -187,6 +187,146 @@ func TestAbandonedQueuedAcquisitionLandingLate(t *testing.T) {
 	}
 }
 
+// A grant that races a waiter's give-up goes to the next in line before
+// the call returns. The holder's fixed lease runs out, so no release
+// pushes the grant: the first waiter takes the lock in its own refresh,
+// whose reply is lost, so that the waiter holds the lock on the server
+// without knowing it when its context is cancelled. When its call returns
+// its error, the second waiter must already hold the lock.
+func TestGrantRacingGiveUpGoesToNextInLine(t *testing.T) {
+	srv := redistest.Start(t)
+	// The holder's lease runs out after a second; the waiters' places are
+	// refreshed every 5 to 10 s (a third of their 30 s lease, their queue
+	// timeout being longer), so the first waiter's first refresh is the one
+	// it sends when the holder's lease ends.
+	fixed := distlock.WithFixedLease(time.Second)
+	patient := distlock.WithQueueTimeout(time.Hour)
+	type acquire func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error)
+	fair := func(opt distlock.MutexOption) acquire {
+		return func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.FairMutex(n, opt).Lock(ctx)
+		}
+	}
+	writer := func(opt distlock.MutexOption) acquire {
+		return func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.RWMutex(n, opt).Lock(ctx)
+		}
+	}
+	semaphore := func(opt distlock.MutexOption) acquire {
+		return func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.Semaphore(n, 1, opt).Acquire(ctx, 1)
+		}
+	}
+	campaign := func(opt distlock.MutexOption, value string) acquire {
+		return func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.Election(n, opt).Campaign(ctx, value)
+		}
+	}
+	fairHolding := func(ctx context.Context, c *distlock.Client, n string) uint64 {
+		info, err := c.Mutex(n).Inspect(ctx)
+		if err != nil || !info.Locked {
+			return 0
+		}
+		return info.Token
+	}
+	rwHolding := func(ctx context.Context, c *distlock.Client, n string) uint64 {
+		info, err := c.RWMutex(n).Inspect(ctx)
+		var top uint64
+		if err != nil {
+			return 0
+		}
+		if info.Writer != nil {
+			top = info.Writer.Token
+		}
+		for _, r := range info.Readers {
+			top = max(top, r.Token)
+		}
+		return top
+	}
+	for _, tc := range []struct {
+		name                string
+		hold, first, second acquire
+		holding             func(ctx context.Context, c *distlock.Client, n string) uint64 // the highest token held, 0 if none
+	}{
+		{"fair", fair(fixed), fair(patient), fair(patient), fairHolding},
+		{"election", campaign(fixed, "leader"), campaign(patient, "first"), campaign(patient, "second"), fairHolding},
+		{"write", writer(fixed), writer(patient), writer(patient), rwHolding},
+		{"read", writer(fixed), func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
+			return c.RWMutex(n, patient).RLock(ctx)
+		}, writer(patient), rwHolding},
+		{"semaphore", semaphore(fixed), semaphore(patient), semaphore(patient), func(ctx context.Context, c *distlock.Client, n string) uint64 {
+			info, err := c.Semaphore(n, 1).Inspect(ctx)
+			var top uint64
+			if err != nil {
+				return 0
+			}
+			for _, h := range info.Holders {
+				top = max(top, h.Token)
+			}
+			return top
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			name := "raced-" + tc.name
+			ctx := testCtx(t)
+			// The holder's clean-up when its lease runs out would grant
+			// the lock by a release, pushed to the first waiter: cut it.
+			holder, hh := interceptedClient(t, srv)
+			hh.cut(name, "release,abandon")
+			firstOpt, firstWaiting := waitEvents()
+			first, h := interceptedClient(t, srv, firstOpt)
+			secondOpt, secondWaiting := waitEvents()
+			second, _ := newClient(t, srv, secondOpt)
+			look, _ := newClient(t, srv)
+
+			l, err := tc.hold(ctx, holder, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := l.Token()
+			fctx, cancel := context.WithCancel(ctx)
+			firstOut := make(chan error, 1)
+			go func() {
+				l, err := tc.first(fctx, first, name)
+				if err == nil {
+					l.Unlock(ctx)
+				}
+				firstOut <- err
+			}()
+			<-firstWaiting
+			secondOut := make(chan lockResult, 1)
+			go func() {
+				l, err := tc.second(ctx, second, name)
+				secondOut <- lockResult{l, err}
+			}()
+			<-secondWaiting
+			// From now on the first waiter's refreshes run, unanswered.
+			taken := h.dropReplies(name, "refresh")
+			await(t, taken.matched, "the first waiter's refresh")
+			granted := tc.holding(ctx, look, name)
+			if granted <= held {
+				t.Fatalf("after the first waiter's refresh, the highest token held is %d (the holder's was %d): it did not take the lock, the test raced nothing", granted, held)
+			}
+			cancel()
+			if err := <-firstOut; err == nil {
+				t.Fatal("the first waiter's call succeeded")
+			}
+			if now := tc.holding(ctx, look, name); now <= granted {
+				t.Fatalf("when the first waiter's call returned its error, the highest token held is %d, the one it was granted (%d): the grant was not passed on", now, granted)
+			}
+			r := <-secondOut
+			if r.err != nil {
+				t.Fatalf("the second waiter: %v", r.err)
+			}
+			if r.l.Token() <= granted {
+				t.Fatalf("the second waiter's token %d is not above the raced grant's %d", r.l.Token(), granted)
+			}
+			r.l.Unlock(ctx)
+		})
+	}
+}
+
 // Close racing a queued acquisition whose request is held up in the
 // network: Close returns nil only once the acquisition can take nothing,
 // so the request, landing after Close, leaves no place and takes no lock.

@@ -35,6 +35,7 @@ type rule struct {
 	nth     int
 	lose    bool // lose the reply; the request lands once release is closed
 	cut     bool // drop the request: it never reaches Redis
+	drop    bool // run the script, then lose its reply
 	// delay: the script runs at once, its reply waits until release is closed
 	before bool          // hold the request back until release is closed, then send it
 	wait   time.Duration // hold the request back this long, then send it
@@ -65,8 +66,15 @@ func (h *interceptor) load(t *testing.T, rdb redis.UniversalClient) {
 // on adds a rule for the nth call of any of scripts (comma-separated) on
 // the lock named name (with the default prefix).
 func (h *interceptor) on(name, scripts string, nth int, lose bool) *rule {
-	r := &rule{key: distlock.DefaultPrefix + "{" + name + "}", scripts: strings.Split(scripts, ","), nth: nth, lose: lose,
+	return h.add(name, scripts, nth, func(r *rule) { r.lose = lose })
+}
+
+// add adds a rule for the nth call of any of scripts on the lock name, set
+// up by set before any call can see it.
+func (h *interceptor) add(name, scripts string, nth int, set func(*rule)) *rule {
+	r := &rule{key: distlock.DefaultPrefix + "{" + name + "}", scripts: strings.Split(scripts, ","), nth: nth,
 		release: make(chan struct{}), matched: make(chan struct{}), landed: make(chan struct{})}
+	set(r)
 	h.mu.Lock()
 	h.rules = append(h.rules, r)
 	h.mu.Unlock()
@@ -78,37 +86,34 @@ func (h *interceptor) on(name, scripts string, nth int, lose bool) *rule {
 // lock name back, before it is sent, until the rule is freed: a request
 // held up in the network.
 func (h *interceptor) holdBack(name, scripts string, nth int) *rule {
-	r := h.on(name, scripts, nth, false)
-	r.before = true
-	return r
+	return h.add(name, scripts, nth, func(r *rule) { r.before = true })
 }
 
 // slow adds a rule that holds the nth call of any of scripts on the lock
 // name back for d before it is sent: a slow network, for a test that must
 // see whether a call waits for that request.
 func (h *interceptor) slow(name, scripts string, nth int, d time.Duration) *rule {
-	r := h.on(name, scripts, nth, false)
-	r.wait = d
-	r.free()
-	return r
+	return h.add(name, scripts, nth, func(r *rule) { r.wait = d; r.free() })
 }
 
 // observe adds a rule that only reports (matched) the nth call of any of
 // scripts on the lock name, once it has run.
 func (h *interceptor) observe(name, scripts string, nth int) *rule {
-	r := h.on(name, scripts, nth, false)
-	r.free()
-	return r
+	return h.add(name, scripts, nth, (*rule).free)
 }
 
 // cut adds a rule that drops every call of any of scripts on the lock
 // name before it is sent, as a partition would: each fails as a lost
 // reply would, and none reaches Redis.
 func (h *interceptor) cut(name, scripts string) *rule {
-	r := h.on(name, scripts, 0, false)
-	r.cut = true
-	r.free()
-	return r
+	return h.add(name, scripts, 0, func(r *rule) { r.cut = true; r.free() })
+}
+
+// dropReplies adds a rule that lets every call of any of scripts on the
+// lock name run on the server, then loses its reply: the client cannot
+// know what it did.
+func (h *interceptor) dropReplies(name, scripts string) *rule {
+	return h.add(name, scripts, 0, func(r *rule) { r.drop = true; r.free() })
 }
 
 // match reports that the rule matched (idempotent).
@@ -182,7 +187,10 @@ func (h *interceptor) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func (r *rule) run(ctx context.Context, cmds []redis.Cmder, next func(context.Context, []redis.Cmder) error) error {
-	if r.cut {
+	if r.cut || r.drop {
+		if r.drop {
+			_ = next(ctx, cmds)
+		}
 		for _, c := range cmds {
 			c.SetErr(errReplyLost)
 		}
