@@ -393,7 +393,7 @@ func TestReplicaAckNoReplica(t *testing.T) {
 	locks := map[string]func(ctx context.Context, c *distlock.Client, name string) (*distlock.Lease, error){
 		"mutex": mutex, "multi": multi}
 	for _, k := range ackKinds {
-		locks[k.kind] = k.exclusive
+		locks[k.kind] = k.lock
 	}
 	for kind, lock := range locks {
 		name := "solo-" + kind
@@ -417,6 +417,13 @@ func TestReplicaAckNoReplica(t *testing.T) {
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+	run, err := c.Once(ctx, "solo-once", time.Hour, func(context.Context, uint64) error {
+		t.Error("Once ran its job under a lock no replica acknowledged")
+		return nil
+	})
+	if !errors.Is(err, distlock.ErrNotReplicated) || run.State == distlock.RanHere {
+		t.Errorf("Once with no replica: %+v, %v; want ErrNotReplicated, not run", run, err)
 	}
 	onlyExpiringKeys(t, rdb)
 }

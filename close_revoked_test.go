@@ -68,3 +68,36 @@ func TestCloseReleasesRevokedLock(t *testing.T) {
 		})
 	}
 }
+
+// A revoked lock whose holder never unlocks (stopped, or a bug) ends with
+// the holder's current lease: its renewals are refused once it is revoked,
+// so the lock expires on the server, and a waiter gets it, with a higher
+// token, although the holder neither unlocked nor closed.
+func TestRevokedLockEndsWithItsLease(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := testCtx(t)
+	c, _ := newClient(t, srv)
+	other, _ := newClient(t, srv)
+	admin, _ := newClient(t, srv)
+	const lease = time.Second
+	l, err := c.Mutex("revoked-expires", distlock.WithTTL(lease)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := admin.Mutex("revoked-expires").Revoke(ctx)
+	if err != nil || left <= 0 || left > lease {
+		t.Fatalf("Revoke: %v, %v; want the lease left, within (0, %v]", left, err, lease)
+	}
+	awaitRevoked(t, l, "the revoked holder")
+	// The holder does nothing more; the waiter waits out the lease.
+	next, err := other.Mutex("revoked-expires").Lock(ctx)
+	if err != nil {
+		t.Fatalf("a waiter for a revoked lock its holder never unlocked: %v", err)
+	}
+	if next.Token() <= l.Token() {
+		t.Fatalf("the waiter's token %d is not above the revoked holder's %d", next.Token(), l.Token())
+	}
+	if err := next.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

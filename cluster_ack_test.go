@@ -135,7 +135,7 @@ func TestClusterReplicaAck(t *testing.T) {
 
 	// m0's replica stops acknowledging. (A paused node holds up the
 	// cluster's helpers that ask every node: names are chosen before.)
-	cut := []ackKind{plainKind, ackKindOf("fair"), ackKindOf("semaphore")}
+	cut := append([]ackKind{plainKind}, ackKinds...)
 	var onM0, onM1 []string
 	for _, k := range cut {
 		onM0 = append(onM0, nameWith(ctx, t, cl, m0, "cut-"+k.kind))

@@ -74,6 +74,7 @@ func TestBadClientOptions(t *testing.T) {
 		distlock.WithReplicaAck(0, time.Second),
 		distlock.WithReplicaAck(1, 0),
 		distlock.WithReplicaAck(1, time.Minute),
+		distlock.WithReplicaAck(1, distlock.MaxReplicaTimeout+time.Millisecond),
 	} {
 		c, _ := newClient(t, srv, opt)
 		if _, err := c.Mutex("fine").Lock(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
@@ -82,6 +83,10 @@ func TestBadClientOptions(t *testing.T) {
 		if _, err := c.List(ctx, "*"); !errors.Is(err, distlock.ErrInvalidOption) {
 			t.Errorf("List with a bad client option: %v, want ErrInvalidOption", err)
 		}
+	}
+	// The longest acknowledgement timeout is accepted.
+	if c, _ := newClient(t, srv, distlock.WithReplicaAck(1, distlock.MaxReplicaTimeout)); c.Err() != nil {
+		t.Errorf("WithReplicaAck(1, %v): %v", distlock.MaxReplicaTimeout, c.Err())
 	}
 }
 

@@ -36,6 +36,13 @@ func TestRestartWithAndWithoutAOF(t *testing.T) {
 			if err := srv.Restart(); err != nil {
 				t.Fatal(err)
 			}
+			// The fencing counter comes back with the data, holding the
+			// holder's token (tokens would increase without it: they are
+			// never below the server's time in µs).
+			fence, ferr := srv.Client(t).Get(ctx, distlock.DefaultPrefix+"{restart}:fence").Uint64()
+			if aof && (ferr != nil || fence != a.Token()) {
+				t.Fatalf("the fencing counter after a restart with AOF: %d, %v; want the holder's token %d", fence, ferr, a.Token())
+			}
 			b, err := other.Mutex("restart").TryLock(ctx)
 			if aof {
 				if !errors.Is(err, distlock.ErrNotAcquired) || errors.Is(err, distlock.ErrBackend) {

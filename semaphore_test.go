@@ -280,8 +280,22 @@ func TestSemaphoreSetPermits(t *testing.T) {
 	if _, err := other.Semaphore("cap", 5).Acquire(ctx, 2); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Fatalf("2 permits of a capacity of 1 in Redis: %v, want ErrInvalidOption", err)
 	}
-	a.Unlock(ctx)
-	b.Unlock(ctx)
+	// Releasing one permit of three leaves two in use, still above the
+	// capacity of 1: nobody is admitted until enough are released.
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := s.TryAcquire(ctx, 1); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire with 2 permits in use of a capacity of 1: %v, %v; want ErrNotAcquired", l, err)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := s.TryAcquire(ctx, 1); err != nil {
+		t.Fatalf("TryAcquire once every permit is back: %v", err)
+	} else {
+		l.Unlock(ctx)
+	}
 	if n := mismatches.Load(); n != 1 {
 		t.Fatalf("%d mismatch events, want 1 (reported once per change)", n)
 	}
