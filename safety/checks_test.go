@@ -109,6 +109,7 @@ type chaosReport struct {
 		ExcludedFailover int            // validity intervals that met a failover, not checked (no ack)
 		Overlaps         int            // overlaps among them and the checked ones: expected without ack
 		OverlapsChecked  int            // overlaps of intervals that met a failover, checked (ack): must be 0, counted in Overlap.Overlaps too
+		CheckedFailover  int            // validity intervals that met a failover and were checked (ack): must not be 0, or the check above checked nothing
 		MonitorSkipped   bool           // MONITOR follows one server: the loss-signal, server-side and Close checks do not run
 		Detail           []string
 	}
@@ -157,6 +158,9 @@ func (rep *chaosReport) violations() []string {
 	}
 	if rep.Overlap.Overlaps > 0 {
 		v = append(v, fmt.Sprintf("validity intervals overlap: %d: %v", rep.Overlap.Overlaps, rep.Overlap.Detail))
+	}
+	if sn := rep.Sentinel; sn.Ack != "" && len(sn.Failovers) > 0 && sn.CheckedFailover == 0 {
+		v = append(v, fmt.Sprintf("sentinel (ack): failovers %v, but no checked validity interval met one: the overlap check across failovers checked nothing", sn.Failovers))
 	}
 	f := &rep.Fencing
 	if f.StaleAccepted+f.LostUpdates+f.WronglyRejected+f.RejectedWhileValid > 0 || len(f.Errors) > 0 {
@@ -273,8 +277,8 @@ func (rep *chaosReport) log(t *testing.T) {
 		if ack == "" {
 			ack = "no replica acknowledgement"
 		}
-		t.Logf("sentinel (%d replica, %s): failovers %v; validity intervals across a failover: %d left out of the overlap check (no ack), %d overlaps among them (expected without ack), %d overlaps of checked intervals across a failover (ack: must be 0); fenced ops refused after a failover lost the lock %d; loss-signal, server-side and Close checks skipped (no MONITOR): %v",
-			sn.Replicas, ack, sn.Failovers, sn.ExcludedFailover, sn.Overlaps, sn.OverlapsChecked, rep.Fencing.RejectedAfterFailvr, sn.MonitorSkipped)
+		t.Logf("sentinel (%d replica, %s): failovers %v; validity intervals across a failover: %d left out of the overlap check (no ack), %d overlaps among them (expected without ack), %d overlaps of checked intervals across a failover (ack: must be 0) among %d such intervals checked; fenced ops refused after a failover lost the lock %d; loss-signal, server-side and Close checks skipped (no MONITOR): %v",
+			sn.Replicas, ack, sn.Failovers, sn.ExcludedFailover, sn.Overlaps, sn.OverlapsChecked, sn.CheckedFailover, rep.Fencing.RejectedAfterFailvr, sn.MonitorSkipped)
 		for _, d := range sn.FailoverDetail {
 			t.Logf("sentinel: %s", d)
 		}
@@ -684,6 +688,9 @@ func (r *chaosRun) checkOverlap(rep *chaosReport, byName map[string][]*acquisiti
 				rep.Overlap.Checked++
 				if r.isFair(name) {
 					rep.FairShare.IntervalsChecked++
+				}
+				if x.failover {
+					rep.Sentinel.CheckedFailover++
 				}
 			}
 			ivs = append(ivs, x)
