@@ -96,3 +96,17 @@ func leaderOf(st redisbackend.State) (l Leader, ttl time.Duration, ok bool) {
 	h := st.Holder()
 	return Leader{Value: h.Value, Term: h.Token, Holder: holder(h)}, h.TTL, true
 }
+
+// ForceUnlock deposes the leader at once and lets the next candidate in
+// line lead, as Mutex.ForceUnlock does for a mutex: the leader's process is
+// told and its lease context cancelled with ErrLockLost, but until its
+// code stops two leaders may act. It is for operators. It reports whether
+// anyone led.
+func (e *Election) ForceUnlock(ctx context.Context) (bool, error) { return e.forceUnlock(ctx) }
+
+// Revoke deposes the leader without letting the next candidate lead before
+// it has stopped, as Mutex.Revoke does: its lease context is cancelled with
+// ErrLockLost, its renewals are refused, and the next candidate leads once
+// it has resigned (Unlock) or its lease has run out. It is for operators.
+// It returns the longest the leader may still lead, 0 if nobody led.
+func (e *Election) Revoke(ctx context.Context) (time.Duration, error) { return e.revoke(ctx) }

@@ -301,7 +301,7 @@ func TestForceUnlockAnyKind(t *testing.T) {
 		waiter <- l
 	}()
 	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Waiters == 1 })
-	if ok, err := ops.Mutex("force-sem").ForceUnlock(ctx); err != nil || !ok {
+	if ok, err := ops.Semaphore("force-sem", 2).ForceUnlock(ctx); err != nil || !ok {
 		t.Fatalf("ForceUnlock of a semaphore = %v, %v", ok, err)
 	}
 	w := <-waiter
@@ -335,7 +335,7 @@ func TestForceUnlockAnyKind(t *testing.T) {
 	if info, err := ops.Mutex("force-elect").Inspect(ctx); err != nil || info.Kind != distlock.KindElection || !info.Locked || info.Token != leader.Token() {
 		t.Fatalf("Inspect of an election: %+v, %v; want its leader, term %d", info, err, leader.Token())
 	}
-	if ok, err := ops.Mutex("force-elect").ForceUnlock(ctx); err != nil || !ok {
+	if ok, err := ops.Election("force-elect").ForceUnlock(ctx); err != nil || !ok {
 		t.Fatalf("ForceUnlock of an election = %v, %v", ok, err)
 	}
 	two := <-next

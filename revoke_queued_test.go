@@ -10,14 +10,15 @@ import (
 	"github.com/distlock/distlock/redistest"
 )
 
-// A revokedKind is a queued kind of lock, as TestRevokeQueuedKinds takes
-// and inspects it. Neither a Semaphore nor an Election has a Revoke of its
-// own: Mutex.Revoke works on a name of any kind (it is what distlock unlock
-// --force calls), and each kind reports the revocation in its own Inspect
-// (an election in its Leader too).
+// A revokedKind is a queued kind of lock, as TestRevokeQueuedKinds takes,
+// revokes (with the kind's own Revoke; Mutex.Revoke, which distlock unlock
+// --force calls, works on a name of any kind too) and inspects it: each
+// kind reports the revocation in its own Inspect (an election in its
+// Leader too).
 type revokedKind struct {
 	name    string
 	acquire func(ctx context.Context, c *distlock.Client, name string) (*distlock.Lease, error)
+	revoke  func(ctx context.Context, c *distlock.Client, name string) (time.Duration, error)
 	inspect func(ctx context.Context, t *testing.T, c *distlock.Client, name string) lockView
 }
 
@@ -36,10 +37,16 @@ var revokedKinds = []revokedKind{
 		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
 			return c.FairMutex(n, distlock.WithTTL(time.Minute)).Lock(ctx)
 		},
+		func(ctx context.Context, c *distlock.Client, n string) (time.Duration, error) {
+			return c.FairMutex(n).Revoke(ctx)
+		},
 		mutexView},
 	{"semaphore",
 		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
 			return c.Semaphore(n, 1, distlock.WithTTL(time.Minute)).Acquire(ctx, 1)
+		},
+		func(ctx context.Context, c *distlock.Client, n string) (time.Duration, error) {
+			return c.Semaphore(n, 1).Revoke(ctx)
 		},
 		func(ctx context.Context, t *testing.T, c *distlock.Client, n string) lockView {
 			t.Helper()
@@ -60,6 +67,9 @@ var revokedKinds = []revokedKind{
 	{"election",
 		func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error) {
 			return c.Election(n, distlock.WithTTL(time.Minute)).Campaign(ctx, "candidate")
+		},
+		func(ctx context.Context, c *distlock.Client, n string) (time.Duration, error) {
+			return c.Election(n).Revoke(ctx)
 		},
 		func(ctx context.Context, t *testing.T, c *distlock.Client, n string) lockView {
 			t.Helper()
@@ -90,8 +100,7 @@ func mutexView(ctx context.Context, t *testing.T, c *distlock.Client, n string) 
 }
 
 // TestRevokeQueuedKinds: Revoke stops the holder of a fair mutex, a
-// semaphore and an election (revoked through Mutex.Revoke, as distlock
-// unlock --force does) without letting its queued waiter in: the holder's
+// semaphore and an election (each with its own Revoke) without letting its queued waiter in: the holder's
 // lease context ends with ErrLockLost, the lock stays held by it, revoked,
 // with the waiter still in the queue and not served, until the holder's
 // Unlock, which reports the loss; then the waiter gets the lock, with a
@@ -122,7 +131,7 @@ func TestRevokeQueuedKinds(t *testing.T) {
 				t.Fatalf("before Revoke: %+v; want held by token %d, not revoked, one waiter", v, l.Token())
 			}
 
-			left, err := ops.Mutex(name).Revoke(ctx)
+			left, err := k.revoke(ctx, ops, name)
 			if err != nil || left <= 0 || left > time.Minute {
 				t.Fatalf("Revoke = %v, %v; want the holder's remaining lease, in (0, 1m]", left, err)
 			}

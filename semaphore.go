@@ -167,3 +167,18 @@ func (s *Semaphore) Inspect(ctx context.Context) (SemaphoreInfo, error) {
 	}
 	return info, nil
 }
+
+// ForceUnlock takes every permit from its holders at once and lets the
+// queue in, as Mutex.ForceUnlock does for a mutex: each holder's process is
+// told and its lease context cancelled with ErrLockLost, but until the
+// holders' code stops they may overlap the next ones. It is for operators.
+// It reports whether any permit was held.
+func (s *Semaphore) ForceUnlock(ctx context.Context) (bool, error) { return s.forceUnlock(ctx) }
+
+// Revoke takes every permit from its holders without letting anyone else
+// in before they have stopped, as Mutex.Revoke does: their lease contexts
+// are cancelled with ErrLockLost, their renewals are refused, and each
+// permit comes back once its holder has released it or its lease has run
+// out. It is for operators. It returns the longest remaining lease of a
+// holder, 0 if no permit was held.
+func (s *Semaphore) Revoke(ctx context.Context) (time.Duration, error) { return s.revoke(ctx) }
