@@ -34,10 +34,19 @@ func fanOut[T any](b *Backend, ctx context.Context, timeout time.Duration,
 	replies := make(chan reply[T], n)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	b.bg.Add(n)
+	noReply := func(i int) error {
+		return fmt.Errorf("%w: master %s: no reply within %v", engine.ErrBackend, b.nodes[i].addr, timeout)
+	}
 	for i, nd := range b.nodes {
 		go func() {
 			defer b.bg.Done()
 			v, err := op(rctx, nd)
+			if err != nil && rctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+				// rctx ends by the node's timeout alone (it is cut off
+				// from ctx's cancellation): not the caller's context,
+				// whose error the caller would take this for.
+				err = noReply(i)
+			}
 			replies <- reply[T]{node: i, val: v, err: asSent(err)}
 		}()
 	}
@@ -64,7 +73,7 @@ func fanOut[T any](b *Backend, ctx context.Context, timeout time.Duration,
 				if !counted[i] {
 					counted[i] = true
 					left--
-					decided = decide(reply[T]{node: i, err: fmt.Errorf("%w: master %s: no reply within %v", engine.ErrBackend, b.nodes[i].addr, timeout)})
+					decided = decide(reply[T]{node: i, err: noReply(i)})
 				}
 			}
 		}
