@@ -370,9 +370,26 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 			lostWall.CompareAndSwap(0, wall()) // in the engine, as the cancellation happens
 		}
 	}))
-	// Every master is up: the probe holds a lock on all of them.
-	hctx, hcancel := context.WithTimeout(context.Background(), 2*r.lease)
-	held, err := p.probe.Mutex(redlockProbeHeld, distlock.WithTTL(r.lease)).Lock(hctx)
+	// Every master is up: the probe holds a lock on all of them. Its
+	// clients are new: their connections are made first, so that the
+	// lock's requests are not given up while dialling on a loaded machine
+	// (a request's node timeout, a tenth of the lease, includes the dial;
+	// a Lock that a majority did not answer in time fails, and the phase
+	// would have no held lock to check). The same for a first attempt that
+	// failed all the same: this is the phase's set-up, not one of its
+	// checks.
+	hctx, hcancel := context.WithTimeout(context.Background(), 5*r.lease)
+	for _, c := range p.probeRdbs {
+		_ = c.Ping(hctx).Err()
+	}
+	var held *distlock.Lease
+	var err error
+	for {
+		held, err = p.probe.Mutex(redlockProbeHeld, distlock.WithTTL(r.lease)).Lock(hctx)
+		if err == nil || hctx.Err() != nil {
+			break
+		}
+	}
 	hcancel()
 	if err != nil {
 		p.Held.Err = err.Error()
