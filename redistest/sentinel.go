@@ -343,15 +343,41 @@ func (g *Sentinel) AwaitMaster(ctx context.Context, notAddr string) (*Server, er
 
 // Failover asks a sentinel for a failover (SENTINEL FAILOVER, which needs
 // no agreement and a reachable master), waits as [Sentinel.AwaitMaster]
-// does until every sentinel names the new master, and returns it. The old
-// master becomes a replica of the new one a moment later; use
-// [Sentinel.AwaitSync] to wait for that.
+// does until every sentinel names the new master, and returns it. A
+// failover the sentinels accepted but did not carry out within 10 s (seen
+// on a loaded machine), or refused because they did not yet see a replica
+// in good standing (NOGOODSLAVE, right after a start or a failover), is
+// asked for again until ctx ends. The old master becomes a replica of the
+// new one a moment later; use [Sentinel.AwaitSync] to wait for that.
 func (g *Sentinel) Failover(ctx context.Context) (*Server, error) {
 	old, err := g.Master(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var sent bool
+	for {
+		err := g.askFailover(ctx)
+		if err == nil {
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			m, aerr := g.AwaitMaster(actx, old.Addr())
+			cancel()
+			if aerr == nil {
+				return m, nil
+			}
+			err = aerr
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+		if m, merr := g.Master(ctx); merr == nil && m != old {
+			return g.AwaitMaster(ctx, old.Addr()) // it happened meanwhile
+		}
+	}
+}
+
+// askFailover sends SENTINEL FAILOVER to the first sentinel that takes it.
+func (g *Sentinel) askFailover(ctx context.Context) error {
 	var errs []error
 	for _, s := range g.sentinels {
 		if s.PID() == 0 {
@@ -361,15 +387,11 @@ func (g *Sentinel) Failover(ctx context.Context) (*Server, error) {
 		err := sc.Failover(ctx, sentinelMasterName).Err()
 		sc.Close()
 		if err == nil {
-			sent = true
-			break
+			return nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", s.Addr(), err))
 	}
-	if !sent {
-		return nil, fmt.Errorf("redistest: SENTINEL FAILOVER: %w", errors.Join(errs...))
-	}
-	return g.AwaitMaster(ctx, old.Addr())
+	return fmt.Errorf("redistest: SENTINEL FAILOVER: %w", errors.Join(errs...))
 }
 
 // AwaitSync waits until every running data server other than the current
