@@ -115,7 +115,7 @@ func TestMonitorFollowsSharedKinds(t *testing.T) {
 				}
 			}
 			if len(as) != 2 || as[0].Token != first.Token() || as[0].Granted || as[1].Token != second.Token() || !as[1].Granted ||
-				as[1].By != "release" || as[1].PID != os.Getpid() || as[1].Ends <= as[1].Start || as[1].Dropped < as[1].Start || as[0].end() > as[1].Start {
+				as[1].By != "release" || as[1].PID != os.Getpid() || as[0].PID != os.Getpid() || as[1].Ends <= as[1].Start || as[1].Dropped < as[1].Start || as[0].end() > as[1].Start {
 				t.Errorf("%s: admissions %+v; want the first holder's own, ended before the waiter's, granted by the release, pid %d", k.name, as, os.Getpid())
 			}
 		}

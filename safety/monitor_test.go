@@ -239,7 +239,9 @@ func (m *monitor) run(ctx context.Context, ready chan<- struct{}) {
 		}
 		m.queues = map[string][]*place{}
 		for _, a := range m.holders {
-			a.Cut = true
+			if a.Dropped == 0 { // still held when the feed broke: its end is unknown
+				a.Cut = true
+			}
 		}
 		m.holders = map[placeKey]*admission{}
 		if err != nil && ctx.Err() == nil && !isConnErr(err) {
