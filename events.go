@@ -55,8 +55,21 @@ func (c *clientConfig) observer() func(engine.Event) {
 		return nil
 	}
 	return func(e engine.Event) {
-		emit(handler, logger, Event{Kind: EventKind(e.Kind), Name: e.Name, Token: e.Token, Holds: e.Holds, Wait: e.Wait, Err: e.Err})
+		emit(handler, logger, Event{Kind: eventKinds[e.Kind], Name: e.Name, Token: e.Token, Holds: e.Holds, Wait: e.Wait, Err: e.Err})
 	}
+}
+
+// eventKinds names each event of the engine as an EventKind (0, "unknown",
+// for one it does not list).
+var eventKinds = map[engine.EventKind]EventKind{
+	engine.Acquired:    EventAcquired,
+	engine.Waiting:     EventWaiting,
+	engine.Renewed:     EventRenewed,
+	engine.RenewFailed: EventRenewFailed,
+	engine.Lost:        EventLost,
+	engine.Released:    EventReleased,
+	engine.Mismatch:    EventMismatch,
+	engine.Expired:     EventExpired,
 }
 
 // emit passes ev to handler and logger, either of which may be nil.

@@ -1,0 +1,23 @@
+package distlock
+
+import (
+	"testing"
+
+	"github.com/distlock/distlock/internal/engine"
+)
+
+// Every event the engine reports has an EventKind of its own, with a name:
+// a new engine event that is not mapped would reach handlers as "unknown".
+func TestEveryEngineEventHasAKind(t *testing.T) {
+	seen := map[EventKind]engine.EventKind{}
+	for k := engine.Acquired; k <= engine.Expired; k++ {
+		got, ok := eventKinds[k]
+		if !ok || got.String() == "unknown" {
+			t.Errorf("engine event %d has no EventKind", k)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("engine events %d and %d are both %v", other, k, got)
+		}
+		seen[got] = k
+	}
+}
