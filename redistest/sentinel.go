@@ -268,7 +268,22 @@ func (g *Sentinel) byAddr(addr string) (*Server, error) {
 // while the sentinels learn of it). A sentinel that does not answer (killed
 // or paused) is skipped; at least one must answer.
 func (g *Sentinel) Master(ctx context.Context) (*Server, error) {
-	addr := ""
+	named, err := g.namedMasters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range named[1:] {
+		if a != named[0] {
+			return nil, fmt.Errorf("redistest: sentinels disagree on the master: %s and %s", named[0], a)
+		}
+	}
+	return g.byAddr(named[0])
+}
+
+// namedMasters returns the address of the master each sentinel that
+// answers names (at least one must).
+func (g *Sentinel) namedMasters(ctx context.Context) ([]string, error) {
+	var named []string
 	for _, s := range g.sentinels {
 		if s.PID() == 0 {
 			continue
@@ -282,16 +297,12 @@ func (g *Sentinel) Master(ctx context.Context) (*Server, error) {
 			}
 			continue
 		}
-		got := net.JoinHostPort(a[0], a[1])
-		if addr != "" && got != addr {
-			return nil, fmt.Errorf("redistest: sentinels disagree on the master: %s and %s", addr, got)
-		}
-		addr = got
+		named = append(named, net.JoinHostPort(a[0], a[1]))
 	}
-	if addr == "" {
+	if len(named) == 0 {
 		return nil, errors.New("redistest: no sentinel answered")
 	}
-	return g.byAddr(addr)
+	return named, nil
 }
 
 // Replicas returns the group's data servers other than the current master
@@ -343,12 +354,16 @@ func (g *Sentinel) AwaitMaster(ctx context.Context, notAddr string) (*Server, er
 
 // Failover asks a sentinel for a failover (SENTINEL FAILOVER, which needs
 // no agreement and a reachable master), waits as [Sentinel.AwaitMaster]
-// does until every sentinel names the new master, and returns it. A
-// failover the sentinels accepted but did not carry out within 10 s (seen
-// on a loaded machine), or refused because they did not yet see a replica
-// in good standing (NOGOODSLAVE, right after a start or a failover), is
-// asked for again until ctx ends. The old master becomes a replica of the
-// new one a moment later; use [Sentinel.AwaitSync] to wait for that.
+// does until every sentinel names the new master, and returns it. It asks
+// again, until ctx ends, when the sentinels refused because they did not
+// yet see a replica in good standing (NOGOODSLAVE, right after a start or
+// a failover) or were still busy with one (INPROG), and when, 10 s after
+// they accepted it, every sentinel still names the old master (an accepted
+// failover that was not carried out, seen on a loaded machine); while some
+// sentinel names another master, the failover is under way and it waits.
+// Any other refusal is returned at once. Give ctx a deadline. The old
+// master becomes a replica of the new one a moment later; use
+// [Sentinel.AwaitSync] to wait for that.
 func (g *Sentinel) Failover(ctx context.Context) (*Server, error) {
 	old, err := g.Master(ctx)
 	if err != nil {
@@ -356,24 +371,41 @@ func (g *Sentinel) Failover(ctx context.Context) (*Server, error) {
 	}
 	for {
 		err := g.askFailover(ctx)
+		if err != nil && !strings.Contains(err.Error(), "NOGOODSLAVE") && !strings.Contains(err.Error(), "INPROG") {
+			return nil, err
+		}
 		if err == nil {
-			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			m, aerr := g.AwaitMaster(actx, old.Addr())
-			cancel()
-			if aerr == nil {
-				return m, nil
+			for {
+				actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				m, aerr := g.AwaitMaster(actx, old.Addr())
+				cancel()
+				if aerr == nil {
+					return m, nil
+				}
+				err = aerr
+				if ctx.Err() != nil || !g.movingFrom(ctx, old) {
+					break
+				}
 			}
-			err = aerr
 		}
 		select {
 		case <-ctx.Done():
 			return nil, err
 		case <-time.After(100 * time.Millisecond):
 		}
-		if m, merr := g.Master(ctx); merr == nil && m != old {
-			return g.AwaitMaster(ctx, old.Addr()) // it happened meanwhile
+	}
+}
+
+// movingFrom reports whether some sentinel that answers names a master
+// other than old: a failover from old is under way.
+func (g *Sentinel) movingFrom(ctx context.Context, old *Server) bool {
+	named, _ := g.namedMasters(ctx)
+	for _, a := range named {
+		if a != old.Addr() {
+			return true
 		}
 	}
+	return false
 }
 
 // askFailover sends SENTINEL FAILOVER to the first sentinel that takes it.
