@@ -434,8 +434,8 @@ func TestReplicaAckNoReplica(t *testing.T) {
 // the one the watchdog renews keep their length), for a mutex and a
 // multi-lock; a lease at the limit is set.
 func TestReplicaAckExtendLimit(t *testing.T) {
-	ctx := testCtx(t)
 	g := redistest.StartSentinel(t, 1)
+	ctx := testCtx(t) // after the group started: that takes seconds on a loaded machine
 	c, _ := ackClient(t, g.FailoverClient(t))
 	master := g.Servers()[0].Client(t)
 	const lease = 10 * time.Second

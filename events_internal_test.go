@@ -6,8 +6,9 @@ import (
 	"github.com/distlock/distlock/internal/engine"
 )
 
-// Every event the engine reports has an EventKind of its own, with a name:
-// a new engine event that is not mapped would reach handlers as "unknown".
+// Every event the engine reports, Acquired to Expired, has an EventKind of
+// its own, with a name (an event the engine adds must be added here and
+// to eventKinds: unmapped, it would reach handlers as "unknown").
 func TestEveryEngineEventHasAKind(t *testing.T) {
 	seen := map[EventKind]engine.EventKind{}
 	for k := engine.Acquired; k <= engine.Expired; k++ {

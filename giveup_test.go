@@ -125,7 +125,7 @@ func TestCancelledWaitLeavesNothing(t *testing.T) {
 				}
 				out <- err
 			}()
-			<-waiting // queued: the place is in the store
+			await(t, waiting, "the waiter to queue") // the place is in the store
 			cancel()
 			if err := <-out; !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 				t.Fatalf("cancelled wait: %v, want ErrNotAcquired and context.Canceled", err)
@@ -195,11 +195,12 @@ func TestAbandonedQueuedAcquisitionLandingLate(t *testing.T) {
 // its error, the second waiter must already hold the lock.
 func TestGrantRacingGiveUpGoesToNextInLine(t *testing.T) {
 	srv := redistest.Start(t)
-	// The holder's lease runs out after a second; the waiters' places are
-	// refreshed every 5 to 10 s (a third of their 30 s lease, their queue
-	// timeout being longer), so the first waiter's first refresh is the one
-	// it sends when the holder's lease ends.
-	fixed := distlock.WithFixedLease(time.Second)
+	// The holder's lease runs out after 3 s (both waiters queue well
+	// before); the waiters' places are refreshed every 5 to 10 s (a third
+	// of their 30 s lease, their queue timeout being longer), so the first
+	// waiter's first refresh is the one it sends when the holder's lease
+	// ends.
+	fixed := distlock.WithFixedLease(3 * time.Second)
 	patient := distlock.WithQueueTimeout(time.Hour)
 	type acquire func(ctx context.Context, c *distlock.Client, n string) (*distlock.Lease, error)
 	fair := func(opt distlock.MutexOption) acquire {
@@ -276,6 +277,9 @@ func TestGrantRacingGiveUpGoesToNextInLine(t *testing.T) {
 			hh.cut(name, "release,abandon")
 			firstOpt, firstWaiting := waitEvents()
 			first, h := interceptedClient(t, srv, firstOpt)
+			// The first waiter's refreshes run, unanswered (its
+			// acquisition is another script).
+			taken := h.dropReplies(name, "refresh")
 			secondOpt, secondWaiting := waitEvents()
 			second, _ := newClient(t, srv, secondOpt)
 			look, _ := newClient(t, srv)
@@ -294,15 +298,13 @@ func TestGrantRacingGiveUpGoesToNextInLine(t *testing.T) {
 				}
 				firstOut <- err
 			}()
-			<-firstWaiting
+			await(t, firstWaiting, "the first waiter to queue")
 			secondOut := make(chan lockResult, 1)
 			go func() {
 				l, err := tc.second(ctx, second, name)
 				secondOut <- lockResult{l, err}
 			}()
-			<-secondWaiting
-			// From now on the first waiter's refreshes run, unanswered.
-			taken := h.dropReplies(name, "refresh")
+			await(t, secondWaiting, "the second waiter to queue")
 			await(t, taken.matched, "the first waiter's refresh")
 			granted := tc.holding(ctx, look, name)
 			if granted <= held {

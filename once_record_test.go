@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,6 +302,9 @@ func TestOncePerOverrun(t *testing.T) {
 	const period = 2 * time.Second
 	started := make(chan uint64, 1)
 	finish := make(chan struct{})
+	var finishOnce sync.Once
+	end := func() { finishOnce.Do(func() { close(finish) }) }
+	t.Cleanup(end) // a failed check must not leave the job running
 	first := make(chan distlock.Run, 1)
 	go func() {
 		run, err := c.OncePer(ctx, "overrun", period, func(ctx context.Context, _ uint64) error {
@@ -327,7 +331,7 @@ func TestOncePerOverrun(t *testing.T) {
 	if err != nil || during.State != distlock.RunningElsewhere || during.Period <= p {
 		t.Fatalf("a call in period %d+ while period %d's run goes on: %+v, %v; want RunningElsewhere", p+1, p, during, err)
 	}
-	close(finish)
+	end()
 	if run := <-first; run.State != distlock.RanHere || run.Period != p {
 		t.Fatalf("the overrunning call: %+v; want RanHere in period %d", run, p)
 	}

@@ -126,7 +126,7 @@ func TestRevokeQueuedKinds(t *testing.T) {
 				l, err := k.acquire(ctx, waiter, name)
 				next <- lockResult{l, err}
 			}()
-			<-waiting // the place is in the store
+			await(t, waiting, "the waiter to queue") // the place is in the store
 			if v := k.inspect(ctx, t, ops, name); !v.held || v.token != l.Token() || v.revoked || v.queued != 1 {
 				t.Fatalf("before Revoke: %+v; want held by token %d, not revoked, one waiter", v, l.Token())
 			}
