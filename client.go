@@ -171,9 +171,10 @@ func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, 
 		lk.err = mc.err
 	}
 	if lk.err == nil && c.cfg.replicas > 0 {
+		short := c.shortLease(mc.ttl)
 		switch {
-		case c.shortLease(mc.ttl) != nil:
-			lk.err = c.shortLease(mc.ttl)
+		case short != nil:
+			lk.err = short
 		case kind.Queued() && mc.queue < 3*c.cfg.replicaTimeout:
 			// A grant's first lease is the shorter of the lease and the
 			// queue timeout, and its confirmation must be answered

@@ -113,8 +113,10 @@ type errorString string
 func (e errorString) Error() string { return string(e) }
 
 // An Error is an error of an operation of distlock, as an *fs.PathError
-// is of a file operation: every error distlock returns is one (read its
-// fields with errors.As), and so is the cause of a lease's context. It is
+// is of a file operation: every error distlock makes is one (read its
+// fields with errors.As), and so is the cause of a lease's context. What
+// a job returns (Once, OncePer, Do) and what a Locker of your own returns
+// to Do come back as they were, joined to distlock's own if any. It is
 // the one place that writes "distlock: ", the operation and the lock's
 // name in front of the errors underneath.
 type Error struct {

@@ -386,9 +386,10 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 	var err error
 	for {
 		held, err = p.probe.Mutex(redlockProbeHeld, distlock.WithTTL(r.lease)).Lock(hctx)
-		if err == nil || hctx.Err() != nil {
+		if err == nil || hctx.Err() != nil || !errors.Is(err, distlock.ErrBackend) {
 			break
 		}
+		time.Sleep(r.lease / 10) // a majority did not answer in time: let the dials finish
 	}
 	hcancel()
 	if err != nil {
