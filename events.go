@@ -55,13 +55,13 @@ func (c *clientConfig) observer() func(engine.Event) {
 		return nil
 	}
 	return func(e engine.Event) {
-		emit(handler, logger, Event{Kind: eventKinds[e.Kind], Name: e.Name, Token: e.Token, Holds: e.Holds, Wait: e.Wait, Err: e.Err})
+		emit(handler, logger, Event{Kind: eventKindOf(e.Kind), Name: e.Name, Token: e.Token, Holds: e.Holds, Wait: e.Wait, Err: e.Err})
 	}
 }
 
-// eventKinds names each event of the engine as an EventKind (0, "unknown",
-// for one it does not list).
-var eventKinds = map[engine.EventKind]EventKind{
+// eventKinds names each event of the engine as an EventKind, indexed by
+// the engine's kind (an array: no hashing on the path of every event).
+var eventKinds = [...]EventKind{
 	engine.Acquired:    EventAcquired,
 	engine.Waiting:     EventWaiting,
 	engine.Renewed:     EventRenewed,
@@ -70,6 +70,14 @@ var eventKinds = map[engine.EventKind]EventKind{
 	engine.Released:    EventReleased,
 	engine.Mismatch:    EventMismatch,
 	engine.Expired:     EventExpired,
+}
+
+// eventKindOf is k's EventKind, 0 ("unknown") for one eventKinds lacks.
+func eventKindOf(k engine.EventKind) EventKind {
+	if k < 0 || int(k) >= len(eventKinds) {
+		return 0
+	}
+	return eventKinds[k]
 }
 
 // emit passes ev to handler and logger, either of which may be nil.

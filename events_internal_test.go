@@ -12,8 +12,8 @@ import (
 func TestEveryEngineEventHasAKind(t *testing.T) {
 	seen := map[EventKind]engine.EventKind{}
 	for k := engine.Acquired; k <= engine.Expired; k++ {
-		got, ok := eventKinds[k]
-		if !ok || got.String() == "unknown" {
+		got := eventKindOf(k)
+		if got.String() == "unknown" {
 			t.Errorf("engine event %d has no EventKind", k)
 		}
 		if other, dup := seen[got]; dup {
