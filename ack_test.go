@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -207,8 +208,7 @@ func lockAsync(ctx context.Context, t *testing.T, log *eventLog, name string,
 // replica, and its event log.
 func ackClient(t *testing.T, rdb redis.UniversalClient) (*distlock.Client, *eventLog) {
 	log := newEventLog()
-	c := distlock.New(rdb, distlock.WithLogger(nil), distlock.WithEventHandler(log.handle),
-		distlock.WithReplicaAck(1, ackTimeout))
+	c := distlock.New(redisstore.New(rdb, redisstore.WithReplicaAck(1, ackTimeout)), distlock.WithLogger(nil), distlock.WithEventHandler(log.handle))
 	t.Cleanup(func() { c.Close() })
 	return c, log
 }
@@ -382,7 +382,7 @@ func TestReplicaAckOnce(t *testing.T) {
 func TestReplicaAckNoReplica(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := testCtx(t)
-	c, rdb := newClient(t, srv, distlock.WithReplicaAck(1, ackTimeout))
+	c, rdb := newStoreClient(t, srv, redisstore.WithReplicaAck(1, ackTimeout))
 	other, _ := newClient(t, srv)
 	mutex := func(ctx context.Context, c *distlock.Client, name string) (*distlock.Lease, error) {
 		return c.Mutex(name).Lock(ctx)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -17,7 +18,7 @@ const maxPairAllocs = 34
 
 func TestUncontendedAllocations(t *testing.T) {
 	srv := redistest.Start(t)
-	c := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil))
 	defer c.Close()
 	ctx := context.Background()
 	m := c.Mutex("allocs")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -79,7 +80,7 @@ func TestRefreshBatchIsolatesABrokenLock(t *testing.T) {
 	wrdb := srv.Client(t)
 	log := newBatchLog("refresh")
 	wrdb.AddHook(log)
-	waiter := distlock.New(wrdb, distlock.WithLogger(nil))
+	waiter := distlock.New(redisstore.New(wrdb), distlock.WithLogger(nil))
 	t.Cleanup(func() { waiter.Close() })
 	ctx := testCtx(t)
 	const queue = 600 * time.Millisecond
@@ -117,7 +118,7 @@ func TestRefreshBatchIsolatesABrokenLock(t *testing.T) {
 	sound := lock(waiter, "sound")
 	behind := lock(later, "sound")
 
-	deadlines := distlock.DefaultPrefix + "{broken}:qt"
+	deadlines := redisstore.DefaultPrefix + "{broken}:qt"
 	rdb.Del(ctx, deadlines)
 	rdb.SAdd(ctx, deadlines, "wrong type")
 	spoilt := time.Now()
@@ -173,7 +174,7 @@ func TestRenewBatchIsolatesABrokenLock(t *testing.T) {
 	logs := map[string]batchLog{"mutex": newBatchLog("renew"), "semaphore": newBatchLog("shared_renew")}
 	crdb.AddHook(logs["mutex"])
 	crdb.AddHook(logs["semaphore"])
-	c := distlock.New(crdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(crdb), distlock.WithLogger(nil))
 	t.Cleanup(func() { c.Close() })
 	ctx := testCtx(t)
 	const ttl = 600 * time.Millisecond
@@ -193,7 +194,7 @@ func TestRenewBatchIsolatesABrokenLock(t *testing.T) {
 	for _, kind := range []string{"mutex", "semaphore"} {
 		t.Run(kind, func(t *testing.T) {
 			broken, sound := take(kind, kind+" broken"), take(kind, kind+" sound")
-			key := distlock.DefaultPrefix + "{" + kind + " broken}"
+			key := redisstore.DefaultPrefix + "{" + kind + " broken}"
 			if kind == "semaphore" {
 				key += ":h"
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -18,7 +19,7 @@ import (
 func BenchmarkMutexLockUnlock(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	ctx := context.Background()
 	names := make([]string, 1024)
@@ -70,7 +71,7 @@ func BenchmarkMutexParallel32(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
 	defer rdb.Close()
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	ctx := context.Background()
 	var seq atomic.Int64

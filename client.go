@@ -2,72 +2,52 @@ package distlock
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/internal/engine"
-	"github.com/distlock/distlock/internal/redisbackend"
-	"github.com/distlock/distlock/internal/redlock"
-	"github.com/redis/go-redis/v9"
+	"github.com/distlock/distlock/store"
 )
 
-// A Client makes locks on one Redis deployment (New), or on a quorum of
-// independent Redis masters (NewRedlock). It renews the leases of all the
-// locks it holds in batches and shares one subscription among all of its
-// waiters. It is safe for concurrent use; create one per process and Close
-// it on shutdown.
+// A Client makes locks on one store: Redis (package redisstore), or any
+// other implementation of package store. It renews the leases of all the
+// locks it holds in batches and shares the store's notifications among all
+// of its waiters. It is safe for concurrent use; create one per process
+// and Close it on shutdown.
 type Client struct {
-	cfg     clientConfig
-	backend store
-	redlock bool
-	engine  *engine.Engine
-	close   sync.Once
-	closed  atomic.Bool
+	cfg    clientConfig
+	store  store.Store
+	engine *engine.Engine
+	close  sync.Once
+	closed atomic.Bool
 
 	observers observers // the goroutines of Election.Observe
 }
 
-// New returns a Client on rdb, which may be a standalone, Sentinel
-// (failover) or Cluster go-redis client; the caller keeps ownership of rdb
-// and closes it after the Client. New does not contact Redis. Invalid
-// options do not panic: every operation of the Client then returns an
-// error wrapping ErrInvalidOption.
-func New(rdb redis.UniversalClient, opts ...Option) *Client {
-	cfg := newConfig(opts)
-	if rdb == nil {
-		cfg.fail(fmt.Errorf("%w: nil Redis client", ErrInvalidOption))
-	}
-	b := redisbackend.New(rdb, cfg.backendConfig())
-	return &Client{cfg: cfg, backend: b, engine: engine.New(b, cfg.observer(), holdCause)}
-}
-
-// NewRedlock returns a Client whose locks are held on a majority of the
-// independent Redis masters rdbs, with the Redlock algorithm: an odd
-// number of standalone (or Sentinel) clients, at least 3, one per master.
-// It refuses fewer, an even number, or one master twice, with
-// ErrInvalidOption. The caller keeps ownership of the clients.
+// New returns a Client on the store s, for example
 //
-// Mutex, MultiMutex, Inspect, ForceUnlock and List work as on a Client of
-// New; a lock is held once a quorum of masters took it within its lease,
-// renewed while a quorum confirms, and its fencing token increases per
-// name across holders. The kinds whose state a quorum cannot keep in one
-// order (FairMutex, RWMutex, Semaphore, Election, Once) fail with
-// ErrUnsupported. WithReplicaAck is refused. See "Redlock" in the package
-// documentation for what it guarantees, and on what.
-func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) *Client {
+//	distlock.New(redisstore.New(rdb))
+//
+// New does not contact the store. The Client closes s when it is closed
+// (a store does not close the connections it was given: the caller does,
+// after the Client). Invalid options, a nil store, or a store made with
+// invalid settings do not panic: every operation of the Client then
+// returns an error wrapping ErrInvalidOption.
+func New(s store.Store, opts ...Option) *Client {
 	cfg := newConfig(opts)
-	if cfg.replicas > 0 {
-		cfg.fail(fmt.Errorf("%w: replica acknowledgement with Redlock: each master stands alone, the quorum is what replicates", ErrInvalidOption))
+	if s == nil {
+		cfg.fail(errNilStore)
+		s = nilStore{}
 	}
-	b, err := redlock.New(rdbs, cfg.backendConfig())
-	if err != nil {
-		cfg.fail(err)
+	if v, ok := s.(store.Validator); ok {
+		if err := v.Err(); err != nil {
+			cfg.fail(err)
+		}
 	}
-	return &Client{cfg: cfg, backend: b, redlock: true, engine: engine.New(b, cfg.observer(), holdCause)}
+	return &Client{cfg: cfg, store: s, engine: engine.New(s, cfg.observer(), holdCause)}
 }
 
 // holdCause is the cause of the lease contexts of the lock name that the
@@ -76,24 +56,11 @@ func holdCause(name string, err error) error { return opErr("hold", name, err) }
 
 // newConfig applies opts to the defaults.
 func newConfig(opts []Option) clientConfig {
-	cfg := clientConfig{prefix: DefaultPrefix, fenceRetention: DefaultFenceRetention, logger: slog.Default()}
+	cfg := clientConfig{logger: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	return cfg
-}
-
-// backendConfig configures a Redis backend after c.
-func (c *clientConfig) backendConfig() redisbackend.Config {
-	host, _ := os.Hostname()
-	return redisbackend.Config{
-		Keys:           redisbackend.Keys{Prefix: c.prefix},
-		FenceRetention: c.fenceRetention,
-		Host:           host,
-		PID:            os.Getpid(),
-		Replicas:       c.replicas,
-		ReplicaTimeout: c.replicaTimeout,
-	}
 }
 
 // Close cancels the lease contexts of every lock the Client still holds
@@ -123,7 +90,7 @@ func (c *Client) Close() error {
 		if eerr := c.engine.Close(ctx); err == nil {
 			err = eerr
 		}
-		if berr := c.backend.Close(); err == nil {
+		if berr := c.store.Close(); err == nil {
 			err = berr
 		}
 	})
@@ -164,41 +131,27 @@ func (c *Client) lock(name string, kind engine.Kind, opts []MutexOption) (lock, 
 	if lk.err == nil {
 		lk.err = validateName(name)
 	}
-	if lk.err == nil && c.redlock && kind != engine.Plain {
-		lk.err = redlock.Unsupported(kind)
-	}
 	if lk.err == nil {
 		lk.err = mc.err
 	}
-	if lk.err == nil && c.cfg.replicas > 0 {
-		short := c.shortLease(mc.ttl)
-		switch {
-		case short != nil:
-			lk.err = short
-		case kind.Queued() && mc.queue < 3*c.cfg.replicaTimeout:
-			// A grant's first lease is the shorter of the lease and the
-			// queue timeout, and its confirmation must be answered
-			// within it.
-			lk.err = fmt.Errorf("%w: a queue timeout of %v is shorter than three times the replica acknowledgement timeout %v", ErrInvalidOption, mc.queue, c.cfg.replicaTimeout)
-		}
+	if lk.err == nil {
+		lk.err = c.validate(kind, mc.ttl, mc.queue)
 	}
 	return lk, engine.Spec{Name: name, Kind: kind, Lease: mc.ttl, Renew: mc.renew, Queue: mc.queue}
 }
 
-// shortLease returns an error wrapping ErrInvalidOption if a lease of ttl
-// is too short for c's replica acknowledgement: every lease, acquired or
-// set by Extend, must be at least six times its timeout, so that a
-// renewal that waits for the replicas is answered well within the lease.
-func (c *Client) shortLease(ttl time.Duration) error {
-	if c.cfg.replicas > 0 && ttl < 6*c.cfg.replicaTimeout {
-		return fmt.Errorf("%w: a lease of %v is shorter than six times the replica acknowledgement timeout %v", ErrInvalidOption, ttl, c.cfg.replicaTimeout)
+// validate returns the error of the store's Validator for a lock of kind
+// with a lease of ttl and a queue timeout of queue, if the store has one.
+func (c *Client) validate(kind engine.Kind, ttl, queue time.Duration) error {
+	if v, ok := c.store.(store.Validator); ok {
+		return v.Validate(kind, ttl, queue)
 	}
 	return nil
 }
 
-// Err returns, without contacting Redis, the error every operation of c
-// returns because an option given to New is invalid (wrapping
-// ErrInvalidOption), or nil.
+// Err returns, without contacting the store, the error every operation of
+// c returns because an option given to New or to the store's constructor
+// is invalid, or the store is nil (wrapping ErrInvalidOption), or nil.
 func (c *Client) Err() error { return clientErr("", c.cfg.err) }
 
 // List returns, sorted, the names of the locks that are held now and match
@@ -210,7 +163,12 @@ func (c *Client) List(ctx context.Context, pattern string) ([]string, error) {
 	if err := c.usable(); err != nil {
 		return nil, opErr("list", pattern, err)
 	}
-	names, err := c.backend.List(ctx, pattern)
+	l, err := capability[store.Lister](c, "List")
+	if err != nil {
+		return nil, opErr("list", pattern, err)
+	}
+	names, err := l.List(ctx, pattern)
+	slices.Sort(names)
 	return names, opErr("list", pattern, err)
 }
 

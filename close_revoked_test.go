@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -43,7 +44,7 @@ func TestCloseReleasesRevokedLock(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+			c := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil))
 			l, err := tc.take(c)
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -65,7 +66,7 @@ func TestClusterReplicaAck(t *testing.T) {
 	ctx := testCtx(t) // after the cluster started: that takes seconds on a loaded machine
 	m0, m1 := cl.Servers[0], cl.Servers[1]
 	ca, la := ackClient(t, cl.Client(t))
-	cb := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	cb := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil))
 	defer cb.Close()
 	const ttl = 6 * ackTimeout // renewed every 300 to 600 ms
 	opts := []distlock.MutexOption{distlock.WithTTL(ttl)}

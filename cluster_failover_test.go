@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -111,7 +112,7 @@ func keys(m map[string]int) []string {
 }
 
 // lockKey is the Redis key of a mutex of the default prefix.
-func lockKey(name string) string { return distlock.DefaultPrefix + "{" + name + "}" }
+func lockKey(name string) string { return redisstore.DefaultPrefix + "{" + name + "}" }
 
 // nameOn returns a lock name, not skip, whose slot is served by master.
 func nameOn(ctx context.Context, t *testing.T, cl *redistest.Cluster, master *redistest.Server, skip string) string {
@@ -163,7 +164,7 @@ func TestClusterMigratedLock(t *testing.T) {
 	other := nameOn(ctx, t, cl, from, name)
 
 	ev := newClusterEvents()
-	ca := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+	ca := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 	defer ca.Close()
 	a, err := ca.Mutex(name, distlock.WithTTL(ttl)).Lock(ctx)
 	if err != nil {
@@ -175,7 +176,7 @@ func TestClusterMigratedLock(t *testing.T) {
 	}
 
 	waiting := make(chan struct{})
-	cw := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+	cw := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
 		if e.Kind == distlock.EventWaiting {
 			close(waiting)
 		}
@@ -286,14 +287,14 @@ func TestClusterMigratedSubscription(t *testing.T) {
 	ctx := testCtx(t) // after the cluster started: that takes seconds on a loaded machine
 	const name = "migrated-sub"
 	slot, _, to := migration(ctx, t, cl, name)
-	ca := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	ca := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil))
 	defer ca.Close()
 	a, err := ca.Mutex(name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waiting := make(chan struct{})
-	cw := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+	cw := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
 		if e.Kind == distlock.EventWaiting {
 			close(waiting)
 		}
@@ -350,7 +351,7 @@ func heldAcrossFailover(t *testing.T, name string, ttl time.Duration, failover f
 		t.Fatal(err)
 	}
 	ev := newClusterEvents()
-	ca := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+	ca := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 	defer ca.Close()
 	a, err := ca.Mutex(name, distlock.WithTTL(ttl)).Lock(ctx)
 	if err != nil {
@@ -386,7 +387,7 @@ func heldAcrossFailover(t *testing.T, name string, ttl time.Duration, failover f
 	t.Logf("outcome: %s (token %d) %v after the failover; holder's events other than renewals: %q",
 		outcome, a.Token(), time.Since(start).Round(time.Millisecond), ev.events())
 
-	cb := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	cb := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil))
 	defer cb.Close()
 	switch outcome {
 	case "kept":
@@ -488,7 +489,7 @@ func TestClusterLockDuringMigration(t *testing.T) {
 	ctx := testCtx(t) // after the cluster started: that takes seconds on a loaded machine
 	const name = "half-migrated"
 	slot, _, to := migration(ctx, t, cl, name)
-	c := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil))
 	defer c.Close()
 	// The fencing counter exists, the lock does not: once the counter has
 	// moved to the target, the lock script's keys are split.

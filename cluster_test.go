@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -19,9 +20,9 @@ import (
 func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	ev := newEvents()
-	c := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+	c := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 	defer c.Close()
-	other := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	other := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil))
 	defer other.Close()
 	ctx := testCtx(t)
 
@@ -51,7 +52,7 @@ func TestCluster(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	woken := make(chan struct{})
-	w := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+	w := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
 		if e.Kind == distlock.EventWaiting {
 			close(woken)
 		}
@@ -95,7 +96,7 @@ func TestClusterPausedMasterCostsOnlyItsLocks(t *testing.T) {
 	// the paused master failed (then every master refuses writes).
 	cl := redistest.StartCluster(t, 3, redistest.WithArgs("--cluster-node-timeout", "30000"))
 	cc := cl.Client(t)
-	c := distlock.New(cc, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(cc), distlock.WithLogger(nil))
 	defer c.Close()
 	ctx := testCtx(t)
 
@@ -108,7 +109,7 @@ func TestClusterPausedMasterCostsOnlyItsLocks(t *testing.T) {
 	var locks []held
 	for i := 0; i < 30; i++ {
 		name := fmt.Sprint("p", i)
-		node, err := cc.MasterForKey(ctx, distlock.DefaultPrefix+"{"+name+"}")
+		node, err := cc.MasterForKey(ctx, redisstore.DefaultPrefix+"{"+name+"}")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +164,7 @@ func TestClusterPausedMasterCostsOnlyItsLocks(t *testing.T) {
 			t.Errorf("%s (on the paused master: %v): lease context live %v", h.l.Name(), h.paused, live)
 		}
 		if !h.paused {
-			if n := cc.Exists(ctx, distlock.DefaultPrefix+"{"+h.l.Name()+"}").Val(); n != 1 {
+			if n := cc.Exists(ctx, redisstore.DefaultPrefix+"{"+h.l.Name()+"}").Val(); n != 1 {
 				t.Errorf("the key of %s on a healthy master is gone", h.l.Name())
 			}
 			if err := h.l.Unlock(ctx); err != nil {
@@ -180,7 +181,7 @@ func TestClusterPausedMasterCostsOnlyItsLocks(t *testing.T) {
 func TestClusterFair(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	cc := cl.Client(t)
-	holder := distlock.New(cc, distlock.WithLogger(nil))
+	holder := distlock.New(redisstore.New(cc), distlock.WithLogger(nil))
 	defer holder.Close()
 	ctx := testCtx(t)
 	const names = 9
@@ -198,7 +199,7 @@ func TestClusterFair(t *testing.T) {
 	var waiters []*distlock.Client
 	for w := 0; w < 2; w++ {
 		queued := make(chan struct{}, names)
-		c := distlock.New(cl.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+		c := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
 			if e.Kind == distlock.EventWaiting {
 				queued <- struct{}{}
 			}
@@ -227,7 +228,7 @@ func TestClusterFair(t *testing.T) {
 		}
 	}
 	queue := func(i int) []string {
-		return cc.ZRange(ctx, distlock.DefaultPrefix+"{"+fmt.Sprint("f", i)+"}:q", 0, -1).Val()
+		return cc.ZRange(ctx, redisstore.DefaultPrefix+"{"+fmt.Sprint("f", i)+"}:q", 0, -1).Val()
 	}
 	var before [names][]string
 	for i := range names {
@@ -271,11 +272,11 @@ func TestClusterMultiMutex(t *testing.T) {
 	// network): TryLock must return only once they are free all the same.
 	h := newInterceptor(t)
 	cc.AddHook(h)
-	c := distlock.New(cc, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(cc), distlock.WithLogger(nil))
 	defer c.Close()
 	warm(t, c)
 	h.load(t, cc)
-	other := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	other := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil))
 	defer other.Close()
 	ctx := testCtx(t)
 	names := []string{"m1", "m2", "m3", "m4"}
@@ -325,7 +326,7 @@ func TestClusterMultiMutex(t *testing.T) {
 // redisSlot is the Cluster slot of a lock's keys, as the server says.
 func redisSlot(t *testing.T, cc *redis.ClusterClient, name string) int {
 	t.Helper()
-	slot, err := cc.ClusterKeySlot(t.Context(), distlock.DefaultPrefix+"{"+name+"}").Result()
+	slot, err := cc.ClusterKeySlot(t.Context(), redisstore.DefaultPrefix+"{"+name+"}").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

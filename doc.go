@@ -3,17 +3,22 @@
 // waiters in order across processes, a read-write lock (RWMutex), a
 // semaphore whose permits are leases, a multi-lock (MultiMutex), leader
 // election, and one-call helpers (Do, Once, OncePer), all built on one
-// engine that later primitives (Redlock, other backends) share.
+// engine that every store shares.
 //
-// A Client wraps your go-redis client; Client.Mutex names a lock; Lock and
-// TryLock return a Lease:
+// A Client works on a store: redisstore.New wraps your go-redis client
+// (standalone, Sentinel or Cluster), redisstore.NewRedlock a quorum of
+// independent masters, and any implementation of package store can take
+// their place. Client.Mutex names a lock; Lock and TryLock return a Lease:
 //
-//	locks := distlock.New(rdb)
+//	locks := distlock.New(redisstore.New(rdb))
 //	defer locks.Close()
 //	lease, err := locks.Mutex("nightly-report").Lock(ctx)
 //	if err != nil { ... }
 //	defer lease.Unlock(ctx)
 //	doWork(lease.Context(), lease.Token())
+//
+// What follows describes the locks as Redis keeps them (package
+// redisstore); to write a store, start from package store's documentation.
 //
 // # What a lease guarantees, and what it rests on
 //
@@ -40,7 +45,7 @@
 //     missed the write, no restart without persistence, no eviction, no
 //     FLUSHALL. Replication in Redis is asynchronous; a lock that must
 //     survive failover needs more (replica acknowledgement,
-//     WithReplicaAck, or Redlock, NewRedlock).
+//     redisstore.WithReplicaAck, or Redlock, redisstore.NewRedlock).
 //
 // In Kleppmann's terms, this makes distlock an efficiency lock: it prevents
 // duplicate work under the conditions above. For correctness under pauses
@@ -57,7 +62,8 @@
 //
 // Each token is the larger of the last token + 1 and the Redis server's
 // time in microseconds, kept in a counter key that expires
-// WithFenceRetention (default one hour) after the lock's last acquisition.
+// redisstore.WithFenceRetention (default one hour) after the lock's last
+// acquisition.
 // Every acquisition takes more than a microsecond of server time, so the
 // counter never runs ahead of the server clock, and a counter that is
 // missing (first use, expired, lost with the data) or behind (a replica
@@ -174,7 +180,7 @@
 //
 // # Redlock
 //
-// NewRedlock returns a Client whose mutexes are held on a majority of N
+// A store of redisstore.NewRedlock holds mutexes on a majority of N
 // independent Redis masters (N odd, at least 3), with the Redlock
 // algorithm: every request goes to all masters at once, each bounded by a
 // tenth of the lease (10 ms to 1 s), and counts once a quorum (N/2+1)
@@ -220,7 +226,8 @@
 //
 // # Keys
 //
-// For a lock named N and the default prefix "distlock:", the state is the
+// For a lock named N in Redis (package redisstore) and the default prefix
+// "distlock:" (redisstore.WithPrefix sets another), the state is the
 // hash distlock:{N}, the fencing counter distlock:{N}:fence and the release
 // channel distlock:{N}:released; the queue of a fair mutex, a read-write
 // lock or a semaphore adds distlock:{N}:q, distlock:{N}:qt and

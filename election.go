@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/engine"
-	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/store"
 )
 
 // An Election elects one leader among candidates in any number of
@@ -89,8 +89,8 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 
 // leaderOf returns who leads an election in the state st, and how long
 // its lease has left; ok is false when nobody leads.
-func leaderOf(st redisbackend.State) (l Leader, ttl time.Duration, ok bool) {
-	if st.Kind != redisbackend.KindElect || !st.Locked() {
+func leaderOf(st store.State) (l Leader, ttl time.Duration, ok bool) {
+	if st.Kind != store.Election || !st.Locked() {
 		return Leader{}, 0, false
 	}
 	h := st.Holder()

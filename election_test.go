@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -131,7 +132,7 @@ func TestElectionAcrossProcesses(t *testing.T) {
 	}
 	rdb := srv.Client(t)
 	queued := func(n int64) { // candidates waiting in the election's queue
-		waitFor(t, func() bool { return rdb.ZCard(ctx, distlock.DefaultPrefix+"{leader}:q").Val() == n })
+		waitFor(t, func() bool { return rdb.ZCard(ctx, redisstore.DefaultPrefix+"{leader}:q").Val() == n })
 	}
 	c1 := startCandidate(t, srv, "c1")
 	t1 := c1.next(t, "leading")

@@ -33,7 +33,7 @@ import (
 // mutex, fair-mutex, rwmutex, semaphore, election or multi-mutex.
 //
 // Errors about no lock read "distlock: [<op>: ]<what>[: <cause>]": an
-// invalid option of New or NewRedlock (Client.Err, with no op), Close
+// invalid option of New or of its store (Client.Err, with no op), Close
 // (close), Do with a nil Locker or job (do), and a nil *Lease (unlock,
 // extend, hold):
 //
@@ -83,28 +83,31 @@ var (
 	// ErrClosed: the Client was closed.
 	ErrClosed = engine.ErrClosed
 
-	// ErrBackend wraps a failure of Redis itself (unreachable, timeout,
-	// refused command), so it is never confused with contention.
+	// ErrBackend wraps a failure of the store itself (Redis unreachable, a
+	// timeout, a refused command), so it is never confused with contention.
 	ErrBackend = engine.ErrBackend
 
 	// ErrNotReplicated: an acquisition or renewal was applied by the
-	// master but acknowledged by fewer replicas than WithReplicaAck asks
-	// for, in time. An acquisition is then rolled back; a renewal is not
-	// confirmed. It wraps ErrBackend.
+	// master but acknowledged by fewer replicas than
+	// redisstore.WithReplicaAck asks for, in time. An acquisition is then
+	// rolled back; a renewal is not confirmed. It wraps ErrBackend.
 	ErrNotReplicated = engine.ErrNotReplicated
 
-	// ErrUnsupported: the Redis server is too old (before 6.2), or the
-	// Client cannot serve this kind of lock: a Client of NewRedlock serves
-	// Mutex and MultiMutex only.
+	// ErrUnsupported: the store cannot serve the request: it does not
+	// serve this kind of lock (a store of redisstore.NewRedlock serves
+	// Mutex and MultiMutex only), it lacks the capability the operation
+	// needs (see package store), or its server is too old (Redis before
+	// 6.2).
 	ErrUnsupported = engine.ErrUnsupported
 
 	// ErrInvalidName: the lock name is empty, too long, not UTF-8, or
 	// contains braces or control characters.
 	ErrInvalidName = errorString("invalid lock name")
 
-	// ErrInvalidOption: an option is out of range (an absurd TTL, a prefix
-	// with braces, ...), or a request could never be served as asked (more
-	// permits than a semaphore has).
+	// ErrInvalidOption: an option of the Client, a lock or the store is
+	// out of range (an absurd TTL, a redisstore.WithPrefix with braces,
+	// ...), the store is nil, or a request could never be served as asked
+	// (more permits than a semaphore has).
 	ErrInvalidOption = engine.ErrInvalidOption
 )
 

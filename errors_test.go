@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -66,27 +67,27 @@ func TestBadInput(t *testing.T) {
 func TestBadClientOptions(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := testCtx(t)
-	for _, opt := range []distlock.Option{
-		distlock.WithPrefix("a{b"),
-		distlock.WithPrefix("x\x00"),
-		distlock.WithFenceRetention(0),
-		distlock.WithFenceRetention(time.Millisecond),
-		distlock.WithReplicaAck(0, time.Second),
-		distlock.WithReplicaAck(1, 0),
-		distlock.WithReplicaAck(1, time.Minute),
-		distlock.WithReplicaAck(1, distlock.MaxReplicaTimeout+time.Millisecond),
+	for _, opt := range []redisstore.Option{
+		redisstore.WithPrefix("a{b"),
+		redisstore.WithPrefix("x\x00"),
+		redisstore.WithFenceRetention(0),
+		redisstore.WithFenceRetention(time.Millisecond),
+		redisstore.WithReplicaAck(0, time.Second),
+		redisstore.WithReplicaAck(1, 0),
+		redisstore.WithReplicaAck(1, time.Minute),
+		redisstore.WithReplicaAck(1, redisstore.MaxReplicaTimeout+time.Millisecond),
 	} {
-		c, _ := newClient(t, srv, opt)
+		c, _ := newStoreClient(t, srv, opt)
 		if _, err := c.Mutex("fine").Lock(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("Lock with a bad client option: %v, want ErrInvalidOption", err)
+			t.Errorf("Lock with a bad store option: %v, want ErrInvalidOption", err)
 		}
 		if _, err := c.List(ctx, "*"); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("List with a bad client option: %v, want ErrInvalidOption", err)
+			t.Errorf("List with a bad store option: %v, want ErrInvalidOption", err)
 		}
 	}
 	// The longest acknowledgement timeout is accepted.
-	if c, _ := newClient(t, srv, distlock.WithReplicaAck(1, distlock.MaxReplicaTimeout)); c.Err() != nil {
-		t.Errorf("WithReplicaAck(1, %v): %v", distlock.MaxReplicaTimeout, c.Err())
+	if c, _ := newStoreClient(t, srv, redisstore.WithReplicaAck(1, redisstore.MaxReplicaTimeout)); c.Err() != nil {
+		t.Errorf("WithReplicaAck(1, %v): %v", redisstore.MaxReplicaTimeout, c.Err())
 	}
 }
 
@@ -98,7 +99,7 @@ func TestBadClientOptions(t *testing.T) {
 func TestReplicaAckRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := testCtx(t)
-	c, _ := newClient(t, srv, distlock.WithReplicaAck(1, time.Second))
+	c, _ := newStoreClient(t, srv, redisstore.WithReplicaAck(1, time.Second))
 	short := distlock.WithQueueTimeout(2 * time.Second)
 	for what, err := range map[string]error{
 		"short lease":           c.Mutex("a", distlock.WithTTL(5*time.Second)).Err(),
@@ -127,7 +128,7 @@ func TestReplicaAckRefused(t *testing.T) {
 			t.Errorf("%s with replica acknowledgement: %v", what, err)
 		}
 	}
-	cl := distlock.New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}}), distlock.WithReplicaAck(1, time.Second))
+	cl := distlock.New(redisstore.New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}}), redisstore.WithReplicaAck(1, time.Second)))
 	defer cl.Close()
 	if err := cl.Err(); err != nil {
 		t.Errorf("a Cluster client with replica acknowledgement: %v", err)
@@ -166,7 +167,7 @@ func TestEndedContext(t *testing.T) {
 func TestRedisDown(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer rdb.Close()
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	ctx := testCtx(t)
 	for _, lock := range []func(context.Context) (*distlock.Lease, error){c.Mutex("x").Lock, c.Mutex("x").TryLock} {
@@ -184,7 +185,7 @@ func TestRedisDown(t *testing.T) {
 // and ended its waiters.
 func TestClosedClient(t *testing.T) {
 	srv := redistest.Start(t)
-	c := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil))
 	other, rdb := newClient(t, srv)
 	ctx := testCtx(t)
 	l, err := c.Mutex("closing").Lock(ctx)
@@ -198,7 +199,7 @@ func TestClosedClient(t *testing.T) {
 	defer held.Unlock(ctx)
 	waiting := make(chan error, 1)
 	ev := make(chan struct{})
-	w := distlock.New(srv.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+	w := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
 		if e.Kind == distlock.EventWaiting {
 			close(ev)
 		}
@@ -251,7 +252,7 @@ func TestClosedClient(t *testing.T) {
 func TestErrWithoutRedis(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // nothing listens there
 	defer rdb.Close()
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	if err := c.Err(); err != nil {
 		t.Fatalf("Client.Err = %v", err)
@@ -262,7 +263,7 @@ func TestErrWithoutRedis(t *testing.T) {
 	if err := c.Mutex("").Err(); !errors.Is(err, distlock.ErrInvalidName) {
 		t.Fatalf("Err of an empty name = %v", err)
 	}
-	bad := distlock.New(rdb, distlock.WithPrefix("{"), distlock.WithLogger(nil))
+	bad := distlock.New(redisstore.New(rdb, redisstore.WithPrefix("{")), distlock.WithLogger(nil))
 	defer bad.Close()
 	if err := bad.Err(); !errors.Is(err, distlock.ErrInvalidOption) || errors.Is(err, distlock.ErrInvalidName) {
 		t.Fatalf("Client.Err of a bad prefix = %v, want ErrInvalidOption only", err)
@@ -441,7 +442,7 @@ func TestErrorShape(t *testing.T) {
 	// Redis unreachable.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // nothing listens there
 	defer rdb.Close()
-	down := distlock.New(rdb, distlock.WithLogger(nil))
+	down := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer down.Close()
 	_, err = down.Mutex("jobs").Lock(ctx)
 	checkShape(t, "Lock, Redis down", err, "jobs", distlock.ErrBackend)
@@ -469,7 +470,7 @@ func TestErrorShape(t *testing.T) {
 
 	// A bad prefix: the Client's own error names no lock, the operations'
 	// do.
-	bad := distlock.New(srv.Client(t), distlock.WithPrefix("a{"), distlock.WithLogger(nil))
+	bad := distlock.New(redisstore.New(srv.Client(t), redisstore.WithPrefix("a{")), distlock.WithLogger(nil))
 	defer bad.Close()
 	if got, want := bad.Err().Error(), `distlock: invalid option: prefix "a{": contains a brace`; got != want {
 		t.Errorf("Client.Err with a bad prefix = %q, want %q", got, want)
@@ -479,7 +480,7 @@ func TestErrorShape(t *testing.T) {
 	_, err = bad.List(ctx, "")
 	checkShape(t, "List, bad prefix", err, "*", distlock.ErrInvalidOption)
 
-	closed := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+	closed := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil))
 	if err := closed.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -28,7 +29,7 @@ func Example() {
 	rdb, done := exampleRedis()
 	defer done()
 
-	locks := distlock.New(rdb) // one per process
+	locks := distlock.New(redisstore.New(rdb)) // one per process
 	defer locks.Close()
 
 	ctx := context.Background()
@@ -50,7 +51,7 @@ func Example() {
 func ExampleMutex_TryLock() {
 	rdb, done := exampleRedis()
 	defer done()
-	nodeA, nodeB := distlock.New(rdb), distlock.New(rdb)
+	nodeA, nodeB := distlock.New(redisstore.New(rdb)), distlock.New(redisstore.New(rdb))
 	defer nodeA.Close()
 	defer nodeB.Close()
 	ctx := context.Background()
@@ -72,7 +73,9 @@ func ExampleMutex_TryLock() {
 func ExampleMutex_Revoke() {
 	rdb, done := exampleRedis()
 	defer done()
-	worker, operator, next := distlock.New(rdb), distlock.New(rdb), distlock.New(rdb)
+	worker := distlock.New(redisstore.New(rdb))   // the node that runs the job
+	operator := distlock.New(redisstore.New(rdb)) // the operator's tool
+	next := distlock.New(redisstore.New(rdb))     // the node that runs it next
 	defer worker.Close()
 	defer operator.Close()
 	defer next.Close()
@@ -111,7 +114,7 @@ func ExampleMutex_Revoke() {
 func ExampleMutex_Lock_waitAndLease() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // wait at most 2 s
@@ -135,7 +138,7 @@ func ExampleMutex_Lock_waitAndLease() {
 func ExampleLease_ValidUntil() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -158,7 +161,7 @@ func ExampleLease_ValidUntil() {
 func ExampleMutex_Lock_reentrant() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 	account := locks.Mutex("account:42")
@@ -172,12 +175,12 @@ func ExampleMutex_Lock_reentrant() {
 	// Output: holds: 2 same token: true
 }
 
-// A store that keeps the highest fencing token it has seen and refuses
+// A resource that keeps the highest fencing token it has seen and refuses
 // older ones makes a holder that outlived its lease harmless.
 func ExampleLease_Token() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -204,7 +207,7 @@ func ExampleWithEventHandler() {
 	rdb, done := exampleRedis()
 	defer done()
 	lost := make(chan string, 1)
-	locks := distlock.New(rdb, distlock.WithEventHandler(func(e distlock.Event) {
+	locks := distlock.New(redisstore.New(rdb), distlock.WithEventHandler(func(e distlock.Event) {
 		if e.Kind == distlock.EventLost {
 			lost <- e.Name
 		}
@@ -226,7 +229,7 @@ func ExampleClient_FairMutex() {
 	rdb, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
-	holder := distlock.New(rdb)
+	holder := distlock.New(redisstore.New(rdb))
 	defer holder.Close()
 	lease, err := holder.FairMutex("deploy").Lock(ctx)
 	if err != nil {
@@ -236,7 +239,7 @@ func ExampleClient_FairMutex() {
 	order := make(chan string, 3)
 	for _, name := range []string{"first", "second", "third"} {
 		queued := make(chan struct{})
-		c := distlock.New(rdb, distlock.WithEventHandler(func(e distlock.Event) {
+		c := distlock.New(redisstore.New(rdb), distlock.WithEventHandler(func(e distlock.Event) {
 			if e.Kind == distlock.EventWaiting {
 				close(queued)
 			}
@@ -264,7 +267,7 @@ func ExampleClient_FairMutex() {
 func ExampleRWMutex() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 	catalog := locks.RWMutex("catalog")
@@ -319,7 +322,7 @@ func ExampleSemaphore() {
 
 	var wg sync.WaitGroup
 	for pod := 0; pod < 4; pod++ { // four pods, four Clients
-		pods := distlock.New(rdb)
+		pods := distlock.New(redisstore.New(rdb))
 		defer pods.Close()
 		partner := pods.Semaphore("partner-api", 3)
 		for range 5 {
@@ -344,14 +347,14 @@ func ExampleSemaphore() {
 func ExampleMultiMutex() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 
 	err := distlock.Do(ctx, locks.MultiMutex([]string{"account:42", "account:7"}),
 		func(ctx context.Context, token uint64) error {
 			fmt.Println("both accounts held")
-			return nil // debit one, credit the other, passing token to the store
+			return nil // debit one, credit the other, passing token to the database
 		})
 	fmt.Println(err)
 	// Output:
@@ -364,7 +367,7 @@ func ExampleMultiMutex() {
 func ExampleElection() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 	election := locks.Election("scheduler")
@@ -389,7 +392,7 @@ func ExampleClient_OncePer() {
 	ctx := context.Background()
 	report := func(ctx context.Context, token uint64) error { return nil }
 
-	nodeA, nodeB := distlock.New(rdb), distlock.New(rdb)
+	nodeA, nodeB := distlock.New(redisstore.New(rdb)), distlock.New(redisstore.New(rdb))
 	defer nodeA.Close()
 	defer nodeB.Close()
 	a, _ := nodeA.OncePer(ctx, "nightly-report", time.Minute, report)
@@ -405,7 +408,7 @@ func ExampleClient_OncePer() {
 func ExampleRunPeriod() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -425,7 +428,7 @@ func ExampleRunPeriod() {
 func ExampleClient_Once() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 	initConfig := func(ctx context.Context, token uint64) error { return nil }
@@ -441,7 +444,7 @@ func ExampleClient_Once() {
 func ExampleDo() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -461,17 +464,17 @@ func ExampleDo() {
 	// <nil>
 }
 
-// A lock held on a majority of independent Redis masters (Redlock): the
-// same Mutex and Lease as on one Redis. Losing one master of three does
-// not lose the lock.
-func ExampleNewRedlock() {
+// A lock held on a majority of independent Redis masters (Redlock), with
+// a store of redisstore.NewRedlock: the same Mutex and Lease as on one
+// Redis. Losing one master of three does not lose the lock.
+func Example_redlock() {
 	var masters []redis.UniversalClient
 	for range 3 {
 		rdb, done := exampleRedis()
 		defer done()
 		masters = append(masters, rdb)
 	}
-	locks := distlock.NewRedlock(masters)
+	locks := distlock.New(redisstore.NewRedlock(masters))
 	defer locks.Close()
 
 	ctx := context.Background()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -25,7 +26,7 @@ func failoverClient(t *testing.T, g *redistest.Sentinel, events func(distlock.Ev
 	if events != nil {
 		opts = append(opts, distlock.WithEventHandler(events))
 	}
-	c := distlock.New(g.FailoverClient(t), opts...)
+	c := distlock.New(redisstore.New(g.FailoverClient(t)), opts...)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -87,7 +88,7 @@ func twoHolders(t *testing.T, warm bool) (a, b *distlock.Lease) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := distlock.DefaultPrefix + "{" + name + "}"
+	key := redisstore.DefaultPrefix + "{" + name + "}"
 	if n := master.Client(t).Exists(ctx, key).Val(); n != 1 {
 		t.Fatalf("master: EXISTS %s = %d, want 1", key, n)
 	}
@@ -259,13 +260,13 @@ func TestFailoverHeldLock(t *testing.T) {
 		if err := a.Context().Err(); err != nil {
 			t.Fatalf("A's lease ended after renewing: %v", context.Cause(a.Context()))
 		}
-		if n := newMaster.Client(t).Exists(ctx, distlock.DefaultPrefix+"{"+name+"}").Val(); n != 1 {
+		if n := newMaster.Client(t).Exists(ctx, redisstore.DefaultPrefix+"{"+name+"}").Val(); n != 1 {
 			t.Errorf("new master: lock key absent while A renews it")
 		}
 		// B's release subscription moved to the new master (go-redis
 		// reconnects the pub/sub connection through the sentinels), so
 		// A's release there wakes B: push, not the fallback.
-		channel := distlock.DefaultPrefix + "{" + name + "}:released"
+		channel := redisstore.DefaultPrefix + "{" + name + "}:released"
 		nm := newMaster.Client(t)
 		for nm.PubSubNumSub(ctx, channel).Val()[channel] < 1 {
 			if ctx.Err() != nil {
@@ -319,23 +320,21 @@ func TestFailoverReplicaAck(t *testing.T) {
 	g := redistest.StartSentinel(t, 1)
 	master, replica := g.Servers()[0], g.Servers()[1]
 	const name = "failover-ack"
-	key := distlock.DefaultPrefix + "{" + name + "}"
+	key := redisstore.DefaultPrefix + "{" + name + "}"
 
 	var mu sync.Mutex
 	var renewErrs []error
 	lost := make(chan error, 1)
-	ca := distlock.New(g.FailoverClient(t), distlock.WithLogger(nil),
-		distlock.WithReplicaAck(1, 300*time.Millisecond),
-		distlock.WithEventHandler(func(e distlock.Event) {
-			switch e.Kind {
-			case distlock.EventRenewFailed:
-				mu.Lock()
-				renewErrs = append(renewErrs, e.Err)
-				mu.Unlock()
-			case distlock.EventLost:
-				lost <- e.Err
-			}
-		}))
+	ca := distlock.New(redisstore.New(g.FailoverClient(t), redisstore.WithReplicaAck(1, 300*time.Millisecond)), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+		switch e.Kind {
+		case distlock.EventRenewFailed:
+			mu.Lock()
+			renewErrs = append(renewErrs, e.Err)
+			mu.Unlock()
+		case distlock.EventLost:
+			lost <- e.Err
+		}
+	}))
 	t.Cleanup(func() { ca.Close() })
 	m := ca.Mutex(name, distlock.WithTTL(3*time.Second))
 

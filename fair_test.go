@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,7 +36,7 @@ type fairRound struct {
 // "round SEND ACK ACQ REL TOKEN" (UnixNano times).
 func fairRounds(ctx context.Context, rdb *redis.Client, name, counter string, rounds int) int {
 	var queued atomic.Int64 // when the current Lock call was queued
-	c := distlock.New(rdb, distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
 		if e.Kind == distlock.EventWaiting {
 			queued.Store(time.Now().UnixNano())
 		}

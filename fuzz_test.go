@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -45,7 +46,7 @@ func FuzzMutexName(f *testing.F) {
 	srv := redistest.Start(f)
 	rdb := redis.NewClient(srv.Options())
 	f.Cleanup(func() { rdb.Close() })
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	f.Cleanup(func() { c.Close() })
 
 	f.Fuzz(func(t *testing.T, name string) {
@@ -140,7 +141,7 @@ func FuzzMutexOptions(f *testing.F) {
 	inTTL := func(d int64) bool { return d >= int64(distlock.MinTTL) && d <= int64(distlock.MaxTTL) }
 	f.Fuzz(func(t *testing.T, ttl int64, fixed bool, retention int64, prefix string, extend int64) {
 		ctx := fuzzCtx(t)
-		c := distlock.New(rdb, distlock.WithLogger(nil), distlock.WithPrefix(prefix), distlock.WithFenceRetention(time.Duration(retention)))
+		c := distlock.New(redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithFenceRetention(time.Duration(retention))), distlock.WithLogger(nil))
 		defer c.Close()
 		opt := distlock.WithTTL(time.Duration(ttl))
 		if fixed {
@@ -212,7 +213,7 @@ func FuzzListPattern(f *testing.F) {
 	srv := redistest.Start(f)
 	rdb := redis.NewClient(srv.Options())
 	f.Cleanup(func() { rdb.Close() })
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	f.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	held, err := c.Mutex("held-for-list").Lock(ctx)

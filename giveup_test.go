@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -80,7 +81,7 @@ func waitEvents() (distlock.Option, <-chan struct{}) {
 // queueLen is how many places the queue of the lock name has.
 func queueLen(t *testing.T, rdb *redis.Client, name string) int64 {
 	t.Helper()
-	n, err := rdb.ZCard(context.Background(), distlock.DefaultPrefix+"{"+name+"}:q").Result()
+	n, err := rdb.ZCard(context.Background(), redisstore.DefaultPrefix+"{"+name+"}:q").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func queueLen(t *testing.T, rdb *redis.Client, name string) int64 {
 // held reports whether anyone holds the lock name.
 func held(t *testing.T, rdb *redis.Client, name string) bool {
 	t.Helper()
-	n, err := rdb.Exists(context.Background(), distlock.DefaultPrefix+"{"+name+"}").Result()
+	n, err := rdb.Exists(context.Background(), redisstore.DefaultPrefix+"{"+name+"}").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func TestCloseAfterRedisUnreachable(t *testing.T) {
 	ln.Close() // nothing listens there now
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	ctx := testCtx(t)
 	if _, err := c.Mutex("x").Lock(ctx); !errors.Is(err, distlock.ErrBackend) {
 		t.Fatalf("Lock with Redis down: %v, want ErrBackend", err)
@@ -435,7 +436,7 @@ func TestRevokeRightAfterFirstLock(t *testing.T) {
 			name := "revoke-first-" + tc.name
 			rdb := srv.Client(t)
 			rdb.AddHook(&slowDials{after: 1, delay: 300 * time.Millisecond})
-			c := distlock.New(rdb, distlock.WithLogger(nil))
+			c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 			l, err := tc.take(c, name)
 			if err != nil {
 				t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -72,7 +72,7 @@ func (h *interceptor) on(name, scripts string, nth int, lose bool) *rule {
 // add adds a rule for the nth call of any of scripts on the lock name, set
 // up by set before any call can see it.
 func (h *interceptor) add(name, scripts string, nth int, set func(*rule)) *rule {
-	r := &rule{key: distlock.DefaultPrefix + "{" + name + "}", scripts: strings.Split(scripts, ","), nth: nth,
+	r := &rule{key: redisstore.DefaultPrefix + "{" + name + "}", scripts: strings.Split(scripts, ","), nth: nth,
 		release: make(chan struct{}), matched: make(chan struct{}), landed: make(chan struct{})}
 	set(r)
 	h.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/distlock/distlock/internal/engine"
 )
 
 // A Lease is one hold of a lock, returned by Lock and TryLock (and the
@@ -21,6 +23,7 @@ type Lease struct {
 // multi-lock's (*engine.Group).
 type held interface {
 	Name() string
+	Kind() engine.Kind
 	Token() uint64
 	Tokens() map[string]uint64
 	Context() context.Context
@@ -143,10 +146,10 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // later renewals. It returns an error wrapping ErrLockLost if the lock was
 // lost, and ErrNotHeld if the lease was unlocked.
 //
-// ttl must lie within [MinTTL, MaxTTL] and, under WithReplicaAck, be at
-// least six times the acknowledgement timeout, as a lock's TTL must;
-// otherwise Extend returns an error wrapping ErrInvalidOption and sends
-// nothing.
+// ttl must lie within [MinTTL, MaxTTL] and, under
+// redisstore.WithReplicaAck, be at least six times the acknowledgement
+// timeout, as a lock's TTL must; otherwise Extend returns an error
+// wrapping ErrInvalidOption and sends nothing.
 //
 // If Extend cannot confirm the extension (ctx ended, Redis failed), it
 // returns an error, and the request may still be applied later: the lease
@@ -161,7 +164,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return opErr("extend", l.Name(), err)
 	}
-	if err := l.c.shortLease(ttl); err != nil {
+	if err := l.c.validate(l.l.Kind(), ttl, 0); err != nil {
 		return opErr("extend", l.Name(), err)
 	}
 	return opErr("extend", l.Name(), l.l.Extend(ctx, ttl))

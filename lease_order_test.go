@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -31,7 +32,7 @@ func cancelledAt(ctx context.Context) <-chan time.Time {
 // times in ms of the server's clock, which is this machine's.
 func serverEnd(t *testing.T, rdb *redis.Client, name string, shared bool) time.Time {
 	t.Helper()
-	key := distlock.DefaultPrefix + "{" + name + "}"
+	key := redisstore.DefaultPrefix + "{" + name + "}"
 	if shared {
 		holders, err := rdb.ZRangeWithScores(t.Context(), key+":h", 0, -1).Result()
 		if err != nil || len(holders) != 1 {
@@ -177,7 +178,7 @@ func TestLeaseContextEndsBeforeServerExpiry(t *testing.T) {
 			h := newInterceptor(t)
 			h.load(t, rdb)
 			rdb.AddHook(h)
-			c := distlock.New(rdb, distlock.WithLogger(nil))
+			c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 			t.Cleanup(func() { c.Close() })
 			other, check := newClient(t, srv)
 			name := "order"
@@ -216,7 +217,7 @@ func TestRedlockLeaseContextEndsBeforeQuorumExpiry(t *testing.T) {
 		rdb.AddHook(h)
 		rdbs = append(rdbs, rdb)
 	}
-	c := distlock.NewRedlock(rdbs, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.NewRedlock(rdbs), distlock.WithLogger(nil))
 	t.Cleanup(func() { c.Close() })
 	h.cut("order", "renew")
 	l, err := c.Mutex("order", distlock.WithTTL(orderLease)).Lock(testCtx(t))

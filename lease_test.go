@@ -3,7 +3,9 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -445,4 +447,28 @@ func TestLeaseContextCarriesValues(t *testing.T) {
 		t.Error("the lease context ended with the acquisition's context")
 	}
 	l.Unlock(context.Background())
+}
+
+// eventTrace records every event with the time it came, for a test to
+// print when it fails.
+type eventTrace struct {
+	mu    sync.Mutex
+	start time.Time
+	lines []string
+}
+
+func (tr *eventTrace) handle(ev distlock.Event) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.start.IsZero() {
+		tr.start = time.Now()
+	}
+	tr.lines = append(tr.lines, fmt.Sprintf("%8v %v %s token %d wait %v err %v",
+		time.Since(tr.start).Round(time.Millisecond), ev.Kind, ev.Name, ev.Token, ev.Wait, ev.Err))
+}
+
+func (tr *eventTrace) String() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return strings.Join(tr.lines, "\n")
 }

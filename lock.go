@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/engine"
-	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/store"
 )
 
 // lock is what every kind of lock has: its Client, its name, and the error
@@ -40,14 +40,18 @@ func (lk *lock) take(ctx context.Context, spec engine.Spec, wait bool) (*Lease, 
 func (lk *lock) check(op string) error { return opErr(op, lk.name, lk.err) }
 
 // state reads the lock's state.
-func (lk *lock) state(ctx context.Context) (redisbackend.State, error) {
+func (lk *lock) state(ctx context.Context) (store.State, error) {
 	if lk.err != nil {
-		return redisbackend.State{}, lk.err
+		return store.State{}, lk.err
 	}
 	if err := lk.c.usable(); err != nil {
-		return redisbackend.State{}, err
+		return store.State{}, err
 	}
-	return lk.c.backend.Inspect(ctx, lk.name)
+	s, err := capability[store.Inspector](lk.c, "Inspect")
+	if err != nil {
+		return store.State{}, err
+	}
+	return s.Inspect(ctx, lk.name)
 }
 
 // forceUnlock deletes the lock whoever holds it.
@@ -58,7 +62,11 @@ func (lk *lock) forceUnlock(ctx context.Context) (bool, error) {
 	if err := lk.c.usable(); err != nil {
 		return false, opErr("force-unlock", lk.name, err)
 	}
-	held, err := lk.c.backend.ForceUnlock(ctx, lk.name)
+	s, err := capability[store.ForceUnlocker](lk.c, "ForceUnlock")
+	if err != nil {
+		return false, opErr("force-unlock", lk.name, err)
+	}
+	held, err := s.ForceUnlock(ctx, lk.name)
 	return held, opErr("force-unlock", lk.name, err)
 }
 
@@ -70,7 +78,11 @@ func (lk *lock) revoke(ctx context.Context) (time.Duration, error) {
 	if err := lk.c.usable(); err != nil {
 		return 0, opErr("revoke", lk.name, err)
 	}
-	left, err := lk.c.backend.Revoke(ctx, lk.name)
+	s, err := capability[store.Revoker](lk.c, "Revoke")
+	if err != nil {
+		return 0, opErr("revoke", lk.name, err)
+	}
+	left, err := s.Revoke(ctx, lk.name)
 	return left, opErr("revoke", lk.name, err)
 }
 
@@ -88,24 +100,27 @@ const (
 	KindSemaphore Kind = "semaphore" // Client.Semaphore
 )
 
-// kindOf names the kind that the backend reports.
-func kindOf(k string) Kind {
-	switch k {
-	case redisbackend.KindMutex:
+// kindOf names the kind of lock that the store reports.
+func kindOf(st store.State) Kind {
+	if !st.InUse {
+		return KindFree
+	}
+	switch st.Kind {
+	case store.Plain:
 		return KindMutex
-	case redisbackend.KindFair:
+	case store.Fair:
 		return KindFair
-	case redisbackend.KindElect:
+	case store.Election:
 		return KindElection
-	case redisbackend.KindRW:
+	case store.Read, store.Write:
 		return KindRW
-	case redisbackend.KindSem:
+	case store.Semaphore:
 		return KindSemaphore
 	}
 	return KindFree
 }
 
 // holder describes a holder without its secret owner id.
-func holder(h redisbackend.Holder) Holder {
-	return Holder{ID: redisbackend.OwnerID(h.Owner), Host: h.Host, PID: h.PID, Since: h.Since, Revoked: h.Revoked}
+func holder(h store.Holder) Holder {
+	return Holder{ID: store.OwnerID(h.Owner), Host: h.Host, PID: h.PID, Since: h.Since, Revoked: h.Revoked}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -37,7 +38,16 @@ func TestMain(m *testing.M) {
 func newClient(t *testing.T, srv *redistest.Server, opts ...distlock.Option) (*distlock.Client, *redis.Client) {
 	t.Helper()
 	rdb := srv.Client(t)
-	c := distlock.New(rdb, append([]distlock.Option{distlock.WithLogger(nil)}, opts...)...)
+	c := distlock.New(redisstore.New(rdb), append([]distlock.Option{distlock.WithLogger(nil)}, opts...)...)
+	t.Cleanup(func() { c.Close() })
+	return c, rdb
+}
+
+// newStoreClient is newClient with options for the Redis store.
+func newStoreClient(t *testing.T, srv *redistest.Server, opts ...redisstore.Option) (*distlock.Client, *redis.Client) {
+	t.Helper()
+	rdb := srv.Client(t)
+	c := distlock.New(redisstore.New(rdb, opts...), distlock.WithLogger(nil))
 	t.Cleanup(func() { c.Close() })
 	return c, rdb
 }
@@ -158,7 +168,7 @@ func runHelper(mode string) int {
 		defer mu.Unlock()
 		fmt.Printf(format+"\n", a...)
 	}
-	c := distlock.New(rdb, distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
 		if e.Kind == distlock.EventWaiting {
 			say("waiting")
 		}

@@ -82,7 +82,7 @@ type LockInfo struct {
 	// Token is the holder's fencing token.
 	Token uint64
 	// LastToken is the last fencing token issued for this name, 0 if its
-	// counter has expired (see WithFenceRetention).
+	// counter has expired (see redisstore.WithFenceRetention).
 	LastToken uint64
 	// Waiters counts the processes (subscribed connections) waiting for a
 	// plain mutex.
@@ -127,7 +127,7 @@ func (m *Mutex) info(ctx context.Context) (LockInfo, error) {
 	if err != nil {
 		return LockInfo{}, err
 	}
-	info := LockInfo{Name: m.name, LastToken: st.LastToken, Kind: kindOf(st.Kind)}
+	info := LockInfo{Name: m.name, LastToken: st.LastToken, Kind: kindOf(st)}
 	if info.Kind != KindMutex && info.Kind != KindFair && info.Kind != KindElection && info.Kind != KindFree {
 		return info, nil
 	}

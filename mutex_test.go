@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -92,7 +93,7 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 // increase afterwards, because they are never below the server clock in µs.
 func TestTokensIncreaseAfterCounterExpires(t *testing.T) {
 	srv := redistest.Start(t)
-	c, rdb := newClient(t, srv, distlock.WithFenceRetention(time.Second))
+	c, rdb := newStoreClient(t, srv, redisstore.WithFenceRetention(time.Second))
 	ctx := testCtx(t)
 	m := c.Mutex("fence")
 	l, err := m.Lock(ctx)

@@ -25,16 +25,7 @@ func validateName(name string) error {
 	return nil
 }
 
-// validatePrefix checks a key prefix: like a name, but it may be empty.
-func validatePrefix(p string) error {
-	if problem := nameProblem(p); problem != "" {
-		return fmt.Errorf("%w: prefix %q: %s", ErrInvalidOption, p, problem)
-	}
-	return nil
-}
-
-// nameProblem says what is wrong with s as a lock name or a key prefix,
-// or returns "".
+// nameProblem says what is wrong with s as a lock name, or returns "".
 func nameProblem(s string) string {
 	switch {
 	case len(s) > MaxNameLen:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -118,7 +119,7 @@ var contenders = []contender{
 func TestUnusualNamesAndPrefixes(t *testing.T) {
 	srv := redistest.Start(t)
 	for i, name := range unusualNames {
-		prefix := distlock.DefaultPrefix
+		prefix := redisstore.DefaultPrefix
 		if i%2 == 1 {
 			prefix = spacedPrefix
 		}
@@ -140,19 +141,18 @@ func contendUnusual(t *testing.T, srv *redistest.Server, prefix, name string) {
 	hrdb, wrdb := srv.Client(t), srv.Client(t)
 	hrdb.AddHook(watch)
 	wrdb.AddHook(watch)
-	holder := distlock.New(hrdb, distlock.WithLogger(nil), distlock.WithPrefix(prefix))
+	holder := distlock.New(redisstore.New(hrdb, redisstore.WithPrefix(prefix)), distlock.WithLogger(nil))
 	t.Cleanup(func() { holder.Close() })
 	refreshed := watch.refreshed
 	waiting := make(chan struct{}, 1)
-	waiter := distlock.New(wrdb, distlock.WithLogger(nil), distlock.WithPrefix(prefix),
-		distlock.WithEventHandler(func(e distlock.Event) {
-			if e.Kind == distlock.EventWaiting {
-				select {
-				case waiting <- struct{}{}:
-				default:
-				}
+	waiter := distlock.New(redisstore.New(wrdb, redisstore.WithPrefix(prefix)), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+		if e.Kind == distlock.EventWaiting {
+			select {
+			case waiting <- struct{}{}:
+			default:
 			}
-		}))
+		}
+	}))
 	t.Cleanup(func() { waiter.Close() })
 	queue := distlock.WithQueueTimeout(300 * time.Millisecond) // a refresh every 100 ms
 

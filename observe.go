@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/store"
 )
 
 // Observe returns a channel that receives who leads now (a zero Leader if
@@ -61,8 +61,8 @@ type observer struct {
 	wake chan struct{} // an announcement came, or some may have been lost
 
 	mu      sync.Mutex
-	pending []redisbackend.Announcement // announced, not yet taken by run
-	lost    bool                        // announcements may have been lost: look again
+	pending []store.Announcement // announced, not yet taken by run
+	lost    bool                 // announcements may have been lost: look again
 
 	// Owned by run: what the channel said last, and its place (see place).
 	said   Leader
@@ -98,8 +98,10 @@ func (o *observer) run(ctx context.Context) {
 	for {
 		if stop == nil {
 			wctx, cancel := context.WithTimeout(ctx, observeWatchTimeout)
-			var err error
-			stop, err = o.e.c.backend.WatchLeader(wctx, o.e.name, o.announced)
+			lw, err := capability[store.LeaderWatcher](o.e.c, "WatchLeader")
+			if err == nil {
+				stop, err = lw.WatchLeader(wctx, o.e.name, o.announced)
+			}
 			cancel()
 			if err != nil {
 				if !o.failed(err) || !o.pause() {
@@ -222,7 +224,7 @@ func (o *observer) pause() bool {
 }
 
 // announced takes an announcement from the backend; it must not block.
-func (o *observer) announced(a redisbackend.Announcement, lost bool) {
+func (o *observer) announced(a store.Announcement, lost bool) {
 	o.mu.Lock()
 	if lost {
 		o.lost = true

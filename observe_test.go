@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -87,7 +88,7 @@ func TestElectionVacancyCarriesTerm(t *testing.T) {
 	srv := redistest.Start(t)
 	c, rdb := newClient(t, srv)
 	ctx := testCtx(t)
-	sub := rdb.Subscribe(ctx, distlock.DefaultPrefix+"{term}:leader")
+	sub := rdb.Subscribe(ctx, redisstore.DefaultPrefix+"{term}:leader")
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the confirmation
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestObserveNeverGoesBack(t *testing.T) {
 	if l := next(t, ch); l.Term != leader.Token() {
 		t.Fatalf("observed %+v, want term %d", l, leader.Token())
 	}
-	channel := distlock.DefaultPrefix + "{back}:leader"
+	channel := redisstore.DefaultPrefix + "{back}:leader"
 	for i := 1; i <= 2; i++ {
 		campaigned := make(chan *distlock.Lease, 1)
 		go func() {
@@ -145,7 +146,7 @@ func TestObserveNeverGoesBack(t *testing.T) {
 			}
 			campaigned <- l
 		}()
-		waitFor(t, func() bool { return rdb.ZCard(ctx, distlock.DefaultPrefix+"{back}:q").Val() == 1 })
+		waitFor(t, func() bool { return rdb.ZCard(ctx, redisstore.DefaultPrefix+"{back}:q").Val() == 1 })
 		rdb.Publish(ctx, channel, `{"ended":"`+strconv.FormatUint(leader.Token()-1, 10)+`"}`)
 		rdb.Publish(ctx, channel, `{}`)
 		if err := leader.Unlock(ctx); err != nil { // hands over to the candidate
@@ -209,7 +210,7 @@ func TestObserveWaitsForRedis(t *testing.T) {
 func ExampleElection_Observe() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop() // closes the channel

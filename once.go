@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/store"
 )
 
 // A Locker is a lock that can be taken for a Lease: a Mutex (plain or
@@ -147,8 +147,8 @@ func WithFailuresRecorded() MutexOption {
 // fenced by the lock's token), so a runner whose lease ended cannot record
 // over one that took its place; but a runner paused past its lease may
 // still be running fn when another starts it: pass the token to what fn
-// changes, as for any lock. With WithReplicaAck, a record that too few
-// replicas acknowledged is reported with an error wrapping
+// changes, as for any lock. With redisstore.WithReplicaAck, a record that
+// too few replicas acknowledged is reported with an error wrapping
 // ErrNotReplicated (the run is RanHere; a failover may lose the record).
 //
 // Records are read as older versions of distlock wrote them, and older
@@ -238,14 +238,18 @@ func release(ctx context.Context, lease *Lease, d time.Duration) error {
 func (c *Client) record(ctx context.Context, name string, run Run, keep, lease time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
 	defer cancel()
-	rec := redisbackend.Record{Period: run.Period, Token: run.Token, At: time.Now()}
+	rec := store.Record{Period: run.Period, Token: run.Token, At: time.Now()}
 	if run.Err != nil {
 		rec.Err = run.Err.Error()
 		if rec.Err == "" {
 			rec.Err = "failed (an error without a message)" // "" is a success
 		}
 	}
-	recorded, err := c.backend.RecordOnce(ctx, name, rec, keep)
+	s, err := capability[store.OnceKeeper](c, "Once")
+	if err != nil {
+		return err
+	}
+	recorded, err := s.RecordOnce(ctx, name, rec, keep)
 	switch {
 	case recorded && err != nil:
 		return fmt.Errorf("the run was recorded on the master only (a failover before a replica has it loses the record, and the job may run again): %w",
@@ -322,7 +326,11 @@ func RunPeriod(ctx context.Context) (period uint64, ok bool) {
 // ran (in the current period, with a period), else a zero Run; and the
 // period the server's clock is in (0 without a period).
 func (c *Client) ran(ctx context.Context, name string, period time.Duration) (Run, uint64, error) {
-	now, rec, ok, err := c.backend.CheckOnce(ctx, name, period)
+	s, err := capability[store.OnceKeeper](c, "Once")
+	if err != nil {
+		return Run{}, 0, err
+	}
+	now, rec, ok, err := s.CheckOnce(ctx, name, period)
 	switch {
 	case err != nil:
 		return Run{}, 0, err
@@ -333,7 +341,7 @@ func (c *Client) ran(ctx context.Context, name string, period time.Duration) (Ru
 }
 
 // doneRun is the Run that the record rec says was done.
-func doneRun(rec redisbackend.Record) Run {
+func doneRun(rec store.Record) Run {
 	run := Run{State: AlreadyDone, By: Holder{Host: rec.Host, PID: rec.PID}, At: rec.At, Token: rec.Token, Period: rec.Period}
 	if rec.Err != "" {
 		run.Err = RecordedError(rec.Err)
@@ -352,7 +360,11 @@ func (c *Client) LastRun(ctx context.Context, name string) (run Run, ok bool, er
 	if err := c.jobErr(name); err != nil {
 		return Run{}, false, opErr("last-run", name, err)
 	}
-	_, rec, ok, err := c.backend.CheckOnce(ctx, name, 0)
+	s, err := capability[store.OnceKeeper](c, "LastRun")
+	if err != nil {
+		return Run{}, false, opErr("last-run", name, err)
+	}
+	_, rec, ok, err := s.CheckOnce(ctx, name, 0)
 	if err != nil || !ok {
 		return Run{}, false, opErr("last-run", name, err)
 	}
@@ -369,7 +381,11 @@ func (c *Client) Forget(ctx context.Context, name string) (bool, error) {
 	if err := c.jobErr(name); err != nil {
 		return false, opErr("forget", name, err)
 	}
-	forgot, err := c.backend.ForgetOnce(ctx, name)
+	s, err := capability[store.OnceKeeper](c, "Forget")
+	if err != nil {
+		return false, opErr("forget", name, err)
+	}
+	forgot, err := s.ForgetOnce(ctx, name)
 	return forgot, opErr("forget", name, err)
 }
 

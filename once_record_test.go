@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -212,7 +213,7 @@ func TestOnceReadsOlderRecords(t *testing.T) {
 	srv := redistest.Start(t)
 	c, rdb := newClient(t, srv)
 	ctx := testCtx(t)
-	rdb.Set(ctx, distlock.DefaultPrefix+"{old}:done", "0 1795555189194255 1795555189194 4242 web-1\nexit status 3", time.Hour)
+	rdb.Set(ctx, redisstore.DefaultPrefix+"{old}:done", "0 1795555189194255 1795555189194 4242 web-1\nexit status 3", time.Hour)
 	run, err := c.Once(ctx, "old", time.Hour, func(context.Context, uint64) error {
 		t.Error("the job ran again")
 		return nil
@@ -229,7 +230,7 @@ func TestOnceReadsOlderRecords(t *testing.T) {
 func ExampleClient_Once_idempotencyKey() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -256,7 +257,7 @@ func ExampleClient_Once_idempotencyKey() {
 func ExampleClient_Forget() {
 	rdb, done := exampleRedis()
 	defer done()
-	locks := distlock.New(rdb)
+	locks := distlock.New(redisstore.New(rdb))
 	defer locks.Close()
 	ctx := context.Background()
 	migrate := func(ctx context.Context, token uint64) error { return errors.New("column exists") }

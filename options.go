@@ -14,104 +14,22 @@ const (
 
 // Defaults.
 const (
-	DefaultPrefix         = "distlock:"
-	DefaultTTL            = 30 * time.Second
-	DefaultFenceRetention = time.Hour
-	DefaultQueueTimeout   = 5 * time.Second
+	DefaultTTL          = 30 * time.Second
+	DefaultQueueTimeout = 5 * time.Second
 )
 
 // An Option configures a Client.
 type Option func(*clientConfig)
 
 type clientConfig struct {
-	prefix         string
-	fenceRetention time.Duration
-	logger         *slog.Logger
-	handler        func(Event)
-	replicas       int
-	replicaTimeout time.Duration
-	err            error
+	logger  *slog.Logger
+	handler func(Event)
+	err     error
 }
 
 func (c *clientConfig) fail(err error) {
 	if c.err == nil {
 		c.err = err
-	}
-}
-
-// WithPrefix sets the prefix of every Redis key and channel the client
-// uses. The default is "distlock:". Clients that share locks must use the
-// same prefix.
-func WithPrefix(prefix string) Option {
-	return func(c *clientConfig) {
-		if err := validatePrefix(prefix); err != nil {
-			c.fail(err)
-		}
-		c.prefix = prefix
-	}
-}
-
-// WithFenceRetention sets how long a lock's fencing counter outlives the
-// last acquisition of the lock (default one hour, at least one second).
-// Within that time tokens increase even if the Redis server's clock steps
-// back by less than it; after it, the counter key is gone and tokens rest on
-// the server clock alone. See the package documentation.
-func WithFenceRetention(d time.Duration) Option {
-	return func(c *clientConfig) {
-		if d < time.Second || d > 365*24*time.Hour {
-			c.fail(fmt.Errorf("%w: fence retention %v outside [1s, 365d]", ErrInvalidOption, d))
-		}
-		c.fenceRetention = d
-	}
-}
-
-// MaxReplicaTimeout is the longest wait WithReplicaAck accepts: WAIT must
-// answer within go-redis's default read timeout (3 s).
-const MaxReplicaTimeout = 2 * time.Second
-
-// WithReplicaAck makes every acquisition, renewal and Extend, of every
-// kind of lock, and the record of a Once run, count only once replicas
-// replicas have acknowledged it, within timeout (Redis WAIT, sent after
-// the script on the same connection, at the master of the lock's slot on
-// a Cluster). An acquisition that too few replicas acknowledged is rolled
-// back (released, as any acquisition whose outcome is unknown: a queued
-// kind's next waiter gets the lock) and returns an error wrapping
-// ErrNotReplicated; a renewal that too few acknowledged is not confirmed:
-// it is retried, and if none is acknowledged before the lease's local
-// deadline, the lease context ends with ErrLockLost. A Once run whose
-// record too few acknowledged returns RanHere and an error wrapping
-// ErrNotReplicated.
-//
-// A queued kind (FairMutex, RWMutex, Semaphore, Election) granted to a
-// waiter by another client's release is written by that client's script:
-// the waiter confirms it with a renewal of its own, which WAIT covers,
-// and with the grant before it, in the master's one replication stream,
-// before Lock returns (one more round trip). Places in a queue are not
-// acknowledged: a failover that loses one sends its waiter to the back.
-//
-// What it buys: a lock that a replica had acknowledged survives that
-// replica's promotion (the failover of TestFailoverReplicaAck). What it
-// does not: WAIT does not make the write durable on the replica (a
-// replica that restarts before it is promoted can lose it), it counts any
-// replica, not the one that will be promoted (ask for all of them), and
-// Redis does not roll a write back when WAIT times out: the master keeps
-// the lock until the engine's release reaches it. See docs/guarantees.md.
-//
-// timeout is at most MaxReplicaTimeout; a lock's TTL must be at least six
-// times timeout, and a queued kind's queue timeout (WithQueueTimeout)
-// three times: other locks fail with ErrInvalidOption. NewRedlock refuses
-// the option.
-func WithReplicaAck(replicas int, timeout time.Duration) Option {
-	return func(c *clientConfig) {
-		if replicas < 1 || replicas > 64 {
-			c.fail(fmt.Errorf("%w: replica acknowledgement by %d replicas, outside [1, 64]", ErrInvalidOption, replicas))
-			return
-		}
-		if timeout < time.Millisecond || timeout > MaxReplicaTimeout {
-			c.fail(fmt.Errorf("%w: replica acknowledgement timeout %v outside [1ms, %v]", ErrInvalidOption, timeout, MaxReplicaTimeout))
-			return
-		}
-		c.replicas, c.replicaTimeout = replicas, timeout
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -39,7 +40,7 @@ func TestRestartWithAndWithoutAOF(t *testing.T) {
 			// The fencing counter comes back with the data, holding the
 			// holder's token (tokens would increase without it: they are
 			// never below the server's time in µs).
-			fence, ferr := srv.Client(t).Get(ctx, distlock.DefaultPrefix+"{restart}:fence").Uint64()
+			fence, ferr := srv.Client(t).Get(ctx, redisstore.DefaultPrefix+"{restart}:fence").Uint64()
 			if aof && (ferr != nil || fence != a.Token()) {
 				t.Fatalf("the fencing counter after a restart with AOF: %d, %v; want the holder's token %d", fence, ferr, a.Token())
 			}

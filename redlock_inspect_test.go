@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,7 +22,7 @@ func TestRedlockInspectHoldsOfAQuorum(t *testing.T) {
 	}
 	h := newInterceptor(t)
 	rdbs[2].AddHook(h)
-	c := distlock.NewRedlock(rdbs, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.NewRedlock(rdbs), distlock.WithLogger(nil))
 	defer c.Close()
 	h.load(t, rdbs[2])
 	l, err := c.Mutex("job").Lock(ctx)
@@ -32,7 +33,7 @@ func TestRedlockInspectHoldsOfAQuorum(t *testing.T) {
 	// The master without the re-entry has the quorum's lease: the second
 	// longest of three.
 	for i, ttl := range []time.Duration{3 * time.Minute, time.Minute, 2 * time.Minute} {
-		if err := q.rdbs[i].PExpire(ctx, distlock.DefaultPrefix+"{job}", ttl).Err(); err != nil {
+		if err := q.rdbs[i].PExpire(ctx, redisstore.DefaultPrefix+"{job}", ttl).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -43,9 +44,25 @@ func (q *quorum) client(t *testing.T, opts ...distlock.Option) *distlock.Client 
 	for _, srv := range q.servers {
 		rdbs = append(rdbs, srv.Client(t))
 	}
-	c := distlock.NewRedlock(rdbs, append([]distlock.Option{distlock.WithLogger(nil)}, opts...)...)
+	c := distlock.New(redisstore.NewRedlock(rdbs), append([]distlock.Option{distlock.WithLogger(nil)}, opts...)...)
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// dump logs every key of every server, with its remaining lease.
+func (q *quorum) dump(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for i, rdb := range q.rdbs {
+		keys, err := rdb.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Logf("master %d: %v", i, err)
+			continue
+		}
+		for _, k := range keys {
+			t.Logf("master %d: %s pttl %v %v", i, k, rdb.PTTL(ctx, k).Val(), rdb.HGetAll(ctx, k).Val())
+		}
+	}
 }
 
 // tokens returns, per server, the token of the lock's holder there: 0 when
@@ -54,7 +71,7 @@ func (q *quorum) tokens(t *testing.T, name string) []int64 {
 	t.Helper()
 	out := make([]int64, len(q.rdbs))
 	for i, rdb := range q.rdbs {
-		v, err := rdb.HGet(t.Context(), distlock.DefaultPrefix+"{"+name+"}", "token").Int64()
+		v, err := rdb.HGet(t.Context(), redisstore.DefaultPrefix+"{"+name+"}", "token").Int64()
 		switch {
 		case errors.Is(err, redis.Nil):
 		case err != nil:
@@ -107,7 +124,7 @@ func TestRedlockRefusesBadQuorums(t *testing.T) {
 		{"same address", []redis.UniversalClient{a, b, dummy("1")}, "masters 0 and 2 are the same (127.0.0.1:1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rl := distlock.NewRedlock(tc.rdbs, distlock.WithLogger(nil))
+			rl := distlock.New(redisstore.NewRedlock(tc.rdbs), distlock.WithLogger(nil))
 			defer rl.Close()
 			if err := rl.Err(); !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Err() = %v, want ErrInvalidOption saying %q", err, tc.want)
@@ -117,8 +134,7 @@ func TestRedlockRefusesBadQuorums(t *testing.T) {
 			}
 		})
 	}
-	rl := distlock.NewRedlock([]redis.UniversalClient{a, b, c}, distlock.WithLogger(nil),
-		distlock.WithReplicaAck(1, 100*time.Millisecond))
+	rl := distlock.New(redisstore.NewRedlock([]redis.UniversalClient{a, b, c}, redisstore.WithReplicaAck(1, 100*time.Millisecond)), distlock.WithLogger(nil))
 	defer rl.Close()
 	if err := rl.Err(); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Fatalf("WithReplicaAck over Redlock: %v, want ErrInvalidOption", err)
@@ -179,7 +195,7 @@ func TestRedlockLockUnlock(t *testing.T) {
 	}
 	extended := 0
 	for _, rdb := range q.rdbs {
-		if rdb.PTTL(ctx, distlock.DefaultPrefix+"{job}").Val() > 50*time.Minute {
+		if rdb.PTTL(ctx, redisstore.DefaultPrefix+"{job}").Val() > 50*time.Minute {
 			extended++
 		}
 	}
@@ -330,7 +346,7 @@ func TestRedlockMinorityDown(t *testing.T) {
 		t.Errorf("Close after the failed attempt: %v", err)
 	}
 	for _, i := range []int{0, 2} {
-		if n := q.rdbs[i].Exists(ctx, distlock.DefaultPrefix+"{m}").Val(); n != 0 {
+		if n := q.rdbs[i].Exists(ctx, redisstore.DefaultPrefix+"{m}").Val(); n != 0 {
 			t.Errorf("master %d: the failed attempt left the lock there", i)
 		}
 	}
@@ -344,7 +360,8 @@ func TestRedlockPausedMaster(t *testing.T) {
 	ev := newEvents()
 	q := startQuorum(t, 3, distlock.WithEventHandler(ev.handle))
 	ctx := testCtx(t)
-	other := q.client(t)
+	var trace eventTrace
+	other := q.client(t, distlock.WithEventHandler(trace.handle))
 	const ttl = time.Second
 	l, err := q.c.Mutex("p", distlock.WithTTL(ttl)).Lock(ctx)
 	if err != nil {
@@ -393,6 +410,8 @@ func TestRedlockPausedMaster(t *testing.T) {
 	}
 	l2, err := other.Mutex("p").Lock(ctx)
 	if err != nil {
+		t.Logf("the other client's events:\n%s", trace.String())
+		q.dump(t)
 		t.Fatal(err)
 	}
 	if l2.Token() <= l.Token() {
@@ -456,7 +475,7 @@ func TestRedlockRestartedMaster(t *testing.T) {
 			t.Cleanup(func() { rdb.Close() })
 			rdbs = append(rdbs, rdb)
 		}
-		holder := distlock.NewRedlock(rdbs, distlock.WithLogger(nil))
+		holder := distlock.New(redisstore.NewRedlock(rdbs), distlock.WithLogger(nil))
 		t.Cleanup(func() { holder.Close() })
 		a, err := holder.Mutex("r", distlock.WithFixedLease(20*time.Second)).Lock(ctx)
 		if err != nil {
@@ -513,7 +532,7 @@ func TestRedlockTokensAboveCounters(t *testing.T) {
 	ctx := testCtx(t)
 	ahead := uint64(time.Now().Add(time.Hour).UnixMicro())
 	for _, i := range []int{0, 1} {
-		if err := q.rdbs[i].Set(ctx, distlock.DefaultPrefix+"{t}:fence", ahead, time.Hour).Err(); err != nil {
+		if err := q.rdbs[i].Set(ctx, redisstore.DefaultPrefix+"{t}:fence", ahead, time.Hour).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

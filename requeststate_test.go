@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -15,7 +16,7 @@ import (
 // with the number of requests.
 func TestManyLeasesKeepNoRequestState(t *testing.T) {
 	srv := redistest.Start(t)
-	c := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil))
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

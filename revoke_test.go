@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -201,7 +202,7 @@ func TestRevoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := distlock.DefaultPrefix + "{rv-missed}"
+		key := redisstore.DefaultPrefix + "{rv-missed}"
 		if err := rdb.HSet(ctx, key, "i", "1 0 elsewhere").Err(); err != nil { // pid since host
 			t.Fatal(err)
 		}
@@ -310,7 +311,7 @@ func mutexAsync(ctx context.Context, m *distlock.Mutex) <-chan lockResult {
 // locks were force-unlocked or revoked.
 func holderChannel() string {
 	host, _ := os.Hostname()
-	return distlock.DefaultPrefix + "holder:" + host + ":" + strconv.Itoa(os.Getpid())
+	return redisstore.DefaultPrefix + "holder:" + host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // awaitWatchers waits until n clients listen on channel, the test

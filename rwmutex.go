@@ -106,7 +106,7 @@ type RWLockInfo struct {
 	// unlocked its write leases after a downgrade is one of them).
 	Readers []RWHolder
 	// LastToken is the last fencing token issued for this name, 0 if its
-	// counter has expired (see WithFenceRetention).
+	// counter has expired (see redisstore.WithFenceRetention).
 	LastToken uint64
 	// QueuedReaders and QueuedWriters count the waiters in the queue
 	// (places that have not expired), in any process.
@@ -131,7 +131,7 @@ func (m *RWMutex) Inspect(ctx context.Context) (RWLockInfo, error) {
 	if err != nil {
 		return RWLockInfo{}, opErr("inspect", m.name, err)
 	}
-	info := RWLockInfo{Name: m.name, LastToken: st.LastToken, Kind: kindOf(st.Kind)}
+	info := RWLockInfo{Name: m.name, LastToken: st.LastToken, Kind: kindOf(st)}
 	if info.Kind != KindRW && info.Kind != KindFree {
 		return info, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -64,7 +65,7 @@ func guard(ctx context.Context, rdb *redis.Client, name string, write bool) (rea
 // stdin closes. Each read is printed as "read SEND ACQ READERS" (UnixNano times;
 // READERS: readers inside at its entry); then "done".
 func rwReaders(ctx context.Context, rdb *redis.Client, name string, goroutines int) int {
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	m := c.RWMutex(name, distlock.WithTTL(5*time.Second))
 	var stop atomic.Bool

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/engine"
+
+	"github.com/distlock/distlock/store"
 )
 
 // MaxPermits is the largest capacity of a Semaphore.
@@ -32,11 +34,12 @@ const MaxPermits = 1 << 30
 // The capacity in force is the one stored in Redis: set by the first user
 // of the name (from its permits argument) or by SetPermits, and kept while
 // any permit is held or any acquisition waits (however long their leases
-// and queue timeouts), and for the fence retention (WithFenceRetention,
-// an hour by default) after the last of them; then the next user sets it
-// again. A client whose permits argument differs from the stored capacity
-// still uses the stored one, and reports the difference once through the
-// event handler (EventMismatch, logged at Warn).
+// and queue timeouts), and for the fence retention
+// (redisstore.WithFenceRetention, an hour by default) after the last of
+// them; then the next user sets it again. A client whose permits argument
+// differs from the stored capacity still uses the stored one, and reports
+// the difference once through the event handler (EventMismatch, logged at
+// Warn).
 //
 // A Semaphore is not re-entrant: Acquire with a context that carries one
 // of its Leases is a new acquisition of its own, which must wait for its
@@ -117,7 +120,11 @@ func (s *Semaphore) setPermits(ctx context.Context, n int) error {
 	if err := s.c.usable(); err != nil {
 		return err
 	}
-	_, _, err := s.c.backend.SetPermits(ctx, s.name, n)
+	ps, err := capability[store.PermitSetter](s.c, "SetPermits")
+	if err != nil {
+		return err
+	}
+	_, _, err = ps.SetPermits(ctx, s.name, n)
 	return err
 }
 
@@ -157,7 +164,7 @@ func (s *Semaphore) Inspect(ctx context.Context) (SemaphoreInfo, error) {
 	if err != nil {
 		return SemaphoreInfo{}, opErr("inspect", s.name, err)
 	}
-	info := SemaphoreInfo{Name: s.name, Capacity: st.Capacity, LastToken: st.LastToken, Kind: kindOf(st.Kind)}
+	info := SemaphoreInfo{Name: s.name, Capacity: st.Capacity, LastToken: st.LastToken, Kind: kindOf(st)}
 	if info.Kind != KindSemaphore && info.Kind != KindFree {
 		return info, nil
 	}

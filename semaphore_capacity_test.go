@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
 // capacityKey is the key of a semaphore's capacity (default prefix).
-func capacityKey(name string) string { return distlock.DefaultPrefix + "{" + name + "}:cap" }
+func capacityKey(name string) string { return redisstore.DefaultPrefix + "{" + name + "}:cap" }
 
 // outlast waits, holding l, until the capacity of the semaphore name would
 // have expired three times over had nothing but acquisitions kept it (the
@@ -42,8 +43,8 @@ func outlast(t *testing.T, rdb *redis.Client, l *distlock.Lease, name string, re
 func TestSemaphoreCapacityOutlivesRetentionWhileHeld(t *testing.T) {
 	srv := redistest.Start(t)
 	const retention = time.Second
-	c1, rdb := newClient(t, srv, distlock.WithFenceRetention(retention))
-	c2, _ := newClient(t, srv, distlock.WithFenceRetention(retention))
+	c1, rdb := newStoreClient(t, srv, redisstore.WithFenceRetention(retention))
+	c2, _ := newStoreClient(t, srv, redisstore.WithFenceRetention(retention))
 	ctx := testCtx(t)
 	s1 := c1.Semaphore("held", 2, distlock.WithTTL(300*time.Millisecond))
 	l, err := s1.Acquire(ctx, 1)
@@ -76,8 +77,8 @@ func TestSemaphoreCapacityOutlivesRetentionWhileHeld(t *testing.T) {
 func TestSemaphoreCapacityOutlivesRetentionWhileWaited(t *testing.T) {
 	srv := redistest.Start(t)
 	const retention = time.Second
-	c1, rdb := newClient(t, srv, distlock.WithFenceRetention(retention))
-	c2, _ := newClient(t, srv, distlock.WithFenceRetention(retention))
+	c1, rdb := newStoreClient(t, srv, redisstore.WithFenceRetention(retention))
+	c2, _ := newStoreClient(t, srv, redisstore.WithFenceRetention(retention))
 	ctx := testCtx(t)
 	s1 := c1.Semaphore("waited", 1, distlock.WithTTL(300*time.Millisecond))
 	l, err := s1.Acquire(ctx, 1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -45,7 +46,7 @@ func TestSemaphoreNestedDeadlockAfterShrink(t *testing.T) {
 	other, _ := newClient(t, srv)
 	ctx := testCtx(t)
 	opt, waiting := waitEvents()
-	w := distlock.New(srv.Client(t), distlock.WithLogger(nil), opt)
+	w := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil), opt)
 	defer w.Close()
 	l, err := w.Semaphore("shrink", 2).Acquire(ctx, 1)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -44,7 +45,7 @@ return sum`)
 // release, until stdin closes. It prints "acquired" after its first
 // acquisition, then "done N MOST" (acquisitions, most permits seen inside).
 func semWorkers(ctx context.Context, rdb *redis.Client, name string, permits, goroutines int) int {
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	s := c.Semaphore(name, permits, distlock.WithTTL(time.Second))
 	var stop atomic.Bool

@@ -2,27 +2,50 @@ package distlock
 
 import (
 	"context"
-	"time"
+	"fmt"
 
-	"github.com/distlock/distlock/internal/engine"
-	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/store"
 )
 
-// A store is where a Client's locks live: one Redis deployment
-// (redisbackend.Backend) or a quorum of independent masters
-// (redlock.Backend). Beyond the engine's requests, it reads and deletes
-// locks for operators, and keeps what the primitives other than locks
-// need; a store that cannot keep something refuses with ErrUnsupported.
-type store interface {
-	engine.Backend
-	Inspect(ctx context.Context, name string) (redisbackend.State, error)
-	ForceUnlock(ctx context.Context, name string) (bool, error)
-	Revoke(ctx context.Context, name string) (time.Duration, error)
-	List(ctx context.Context, pattern string) ([]string, error)
-	CheckOnce(ctx context.Context, name string, period time.Duration) (now uint64, rec redisbackend.Record, ok bool, err error)
-	RecordOnce(ctx context.Context, name string, rec redisbackend.Record, keep time.Duration) (bool, error)
-	ForgetOnce(ctx context.Context, name string) (bool, error)
-	SetPermits(ctx context.Context, name string, n int) (before, held int, err error)
-	WatchLeader(ctx context.Context, name string, fn func(a redisbackend.Announcement, lost bool)) (func(), error)
-	Close() error
+// capability returns the Client's store as a T, one of the optional
+// interfaces of package store, or an error wrapping ErrUnsupported that
+// says the store cannot do what (for example "Inspect").
+func capability[T any](c *Client, what string) (T, error) {
+	if s, ok := c.store.(T); ok {
+		return s, nil
+	}
+	var zero T
+	return zero, fmt.Errorf("%w: %s: the store does not offer it", ErrUnsupported, what)
 }
+
+// nilStore stands for the nil store given to New: the Client fails every
+// operation with ErrInvalidOption before it reaches the store.
+type nilStore struct{}
+
+var errNilStore = fmt.Errorf("%w: nil store", ErrInvalidOption)
+
+func (nilStore) Acquire(context.Context, store.Request) (store.Grant, error) {
+	return store.Grant{}, errNilStore
+}
+
+func (nilStore) AcquireAll(context.Context, []store.Request) ([]store.Grant, error) {
+	return nil, errNilStore
+}
+
+func (nilStore) Release(context.Context, store.Request) (store.Release, error) {
+	return store.NotOwner, errNilStore
+}
+
+func (nilStore) Abandon(context.Context, store.Request) (bool, error) { return false, errNilStore }
+
+func (nilStore) Renew(_ context.Context, rs []store.Request, report func(int, store.Grant, error)) {
+	for i := range rs {
+		report(i, store.Grant{}, errNilStore)
+	}
+}
+
+func (nilStore) Watch(context.Context, string, store.Kind, func(store.Notice)) (func(), error) {
+	return nil, errNilStore
+}
+
+func (nilStore) Close() error { return nil }

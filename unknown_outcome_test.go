@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -24,7 +25,7 @@ func interceptedClient(t *testing.T, srv *redistest.Server, opts ...distlock.Opt
 	rdb := srv.Client(t)
 	h := newInterceptor(t)
 	rdb.AddHook(h)
-	c := distlock.New(rdb, append([]distlock.Option{distlock.WithLogger(nil)}, opts...)...)
+	c := distlock.New(redisstore.New(rdb), append([]distlock.Option{distlock.WithLogger(nil)}, opts...)...)
 	t.Cleanup(func() { c.Close() })
 	warm(t, c)
 	h.load(t, rdb)
@@ -76,7 +77,7 @@ func TestExtendWithUnknownOutcomeShortensDeadline(t *testing.T) {
 	opt.ReadTimeout = 300 * time.Millisecond
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	warm(t, c)
 	other, _ := newClient(t, srv)
@@ -234,9 +235,9 @@ func TestAbandonedAcquireLandingLateTakesNothing(t *testing.T) {
 	await(t, cleaned.matched, "the clean-up")
 	lost.free()
 	await(t, lost.landed, "the late acquire to land")
-	if n := rdb.Exists(ctx, distlock.DefaultPrefix+"{late}").Val(); n != 0 {
+	if n := rdb.Exists(ctx, redisstore.DefaultPrefix+"{late}").Val(); n != 0 {
 		t.Errorf("an acquire that landed after its attempt was given up holds the lock (key exists, TTL %v; keys %v; owner %v)",
-			rdb.PTTL(ctx, distlock.DefaultPrefix+"{late}").Val(), rdb.Keys(ctx, "*late*").Val(), rdb.HGetAll(ctx, distlock.DefaultPrefix+"{late}").Val())
+			rdb.PTTL(ctx, redisstore.DefaultPrefix+"{late}").Val(), rdb.Keys(ctx, "*late*").Val(), rdb.HGetAll(ctx, redisstore.DefaultPrefix+"{late}").Val())
 	}
 	if o, err := other.Mutex("late").TryLock(ctx); err != nil {
 		t.Errorf("the lock is not free: %v", err)
@@ -302,7 +303,7 @@ func TestCloseWaitsForAcquisitionOnItsWay(t *testing.T) {
 				if err == nil {
 					nilCloses++
 				}
-				if n := rdb.Exists(ctx, distlock.DefaultPrefix+"{inflight}").Val(); err == nil && n != 0 {
+				if n := rdb.Exists(ctx, redisstore.DefaultPrefix+"{inflight}").Val(); err == nil && n != 0 {
 					t.Errorf("Close returned nil and left the lock its in-flight acquisition took")
 				}
 			})

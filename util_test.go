@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,7 +44,7 @@ func commandCalls(t *testing.T, rdb *redis.Client) map[string]int {
 func onlyExpiringKeys(t *testing.T, rdb *redis.Client) {
 	t.Helper()
 	ctx := t.Context()
-	for _, key := range rdb.Keys(ctx, distlock.DefaultPrefix+"*").Val() {
+	for _, key := range rdb.Keys(ctx, redisstore.DefaultPrefix+"*").Val() {
 		if strings.HasSuffix(key, "}:fence") || strings.HasSuffix(key, "}:cap") || strings.Contains(key, "}:abandoned:") {
 			if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 {
 				t.Errorf("key %s has no TTL (%v)", key, ttl)

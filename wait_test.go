@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -117,7 +118,7 @@ func TestCancelMidAcquireLeavesNoOrphan(t *testing.T) {
 	srv := redistest.Start(t)
 	_, rdb := newClient(t, srv)
 	crdb := srv.Client(t)
-	c := distlock.New(crdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(crdb), distlock.WithLogger(nil))
 	ctx := testCtx(t)
 	// Warm up: server check done, scripts loaded, a connection open.
 	l, err := c.Mutex("warm").Lock(ctx)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -41,21 +42,21 @@ func aclFairWorkload(t *testing.T, srv *redistest.Server, admin *redis.Client, u
 	if err := admin.ScriptFlush(ctx).Err(); err != nil {
 		return err
 	}
-	holder := distlock.New(userClient(t, srv, user), distlock.WithLogger(nil))
+	holder := distlock.New(redisstore.New(userClient(t, srv, user)), distlock.WithLogger(nil))
 	defer holder.Close()
 	// The ghost waits in the queue, but its refreshes never reach Redis.
 	gate := &scriptGate{script: "refresh", open: make(chan struct{})}
 	grdb := userClient(t, srv, user)
 	grdb.AddHook(gate)
 	gev := newEventWaiter()
-	ghost := distlock.New(grdb, distlock.WithLogger(nil), distlock.WithEventHandler(gev.handle))
+	ghost := distlock.New(redisstore.New(grdb), distlock.WithLogger(nil), distlock.WithEventHandler(gev.handle))
 	defer ghost.Close()
 	defer gate.release()
 	refreshes := &scriptWatch{script: "refresh", ch: make(chan error, 100)}
 	wrdb := userClient(t, srv, user)
 	wrdb.AddHook(refreshes)
 	wev := newEventWaiter()
-	waiter := distlock.New(wrdb, distlock.WithLogger(nil), distlock.WithEventHandler(wev.handle))
+	waiter := distlock.New(redisstore.New(wrdb), distlock.WithLogger(nil), distlock.WithEventHandler(wev.handle))
 	defer waiter.Close()
 	fair := func(c *distlock.Client, queue time.Duration) *distlock.Mutex {
 		return c.FairMutex(name, distlock.WithTTL(time.Minute), distlock.WithQueueTimeout(queue))

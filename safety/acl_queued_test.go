@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -34,7 +35,7 @@ func aclQueuedWorkload(t *testing.T, srv *redistest.Server, admin *redis.Client,
 	// client returns a client of user whose events a step can wait for.
 	client := func() (*distlock.Client, *eventWaiter) {
 		ev := newEventWaiter()
-		c := distlock.New(userClient(t, srv, user), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+		c := distlock.New(redisstore.New(userClient(t, srv, user)), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 		t.Cleanup(func() { c.Close() })
 		return c, ev
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -97,9 +98,9 @@ func aclWorkload(t *testing.T, srv *redistest.Server, admin *redis.Client, user,
 		return err
 	}
 	holderEv, waiterEv := newEventWaiter(), newEventWaiter()
-	holder := distlock.New(userClient(t, srv, user), distlock.WithLogger(nil), distlock.WithEventHandler(holderEv.handle))
+	holder := distlock.New(redisstore.New(userClient(t, srv, user)), distlock.WithLogger(nil), distlock.WithEventHandler(holderEv.handle))
 	defer holder.Close()
-	waiter := distlock.New(userClient(t, srv, user), distlock.WithLogger(nil), distlock.WithEventHandler(waiterEv.handle))
+	waiter := distlock.New(redisstore.New(userClient(t, srv, user)), distlock.WithLogger(nil), distlock.WithEventHandler(waiterEv.handle))
 	defer waiter.Close()
 
 	short, err := holder.Mutex(name+"-renew", distlock.WithTTL(150*time.Millisecond)).Lock(ctx)
@@ -200,7 +201,7 @@ func TestACLMinimalUser(t *testing.T) {
 		t.Fatalf("workload under the minimal ACL: %v", err)
 	}
 	ctx := testCtx(t)
-	other := distlock.New(userClient(t, srv, "locker"), distlock.WithLogger(nil), distlock.WithPrefix("billing:"))
+	other := distlock.New(redisstore.New(userClient(t, srv, "locker"), redisstore.WithPrefix("billing:")), distlock.WithLogger(nil))
 	defer other.Close()
 	for what, call := range map[string]func() error{
 		"TryLock": func() error { _, err := other.Mutex("x").TryLock(ctx); return err },
@@ -257,7 +258,7 @@ func TestACLEachRuleNeeded(t *testing.T) {
 // connections the user's client opened meanwhile beyond the first.
 func idleSubscriptionRedials(t *testing.T, srv *redistest.Server, admin *redis.Client, user, name string) int {
 	ctx := testCtx(t)
-	holder := distlock.New(admin, distlock.WithLogger(nil))
+	holder := distlock.New(redisstore.New(admin), distlock.WithLogger(nil))
 	defer holder.Close()
 	l, err := holder.Mutex(name).Lock(ctx)
 	if err != nil {
@@ -268,7 +269,7 @@ func idleSubscriptionRedials(t *testing.T, srv *redistest.Server, admin *redis.C
 	rdb := userClient(t, srv, user)
 	dials := 0
 	rdb.AddHook(dialCounter{&dials})
-	w := distlock.New(rdb, distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+	w := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 	defer w.Close()
 	wctx, cancel := context.WithTimeout(ctx, 4500*time.Millisecond)
 	defer cancel()
@@ -299,7 +300,7 @@ func TestUnlockRefusedMidScriptStopsRenewal(t *testing.T) {
 	admin := srv.Client(t)
 	setACLUser(t, admin, "nodel", without(aclRules, "+del"))
 	ev := newEventWaiter()
-	c := distlock.New(userClient(t, srv, "nodel"), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+	c := distlock.New(redisstore.New(userClient(t, srv, "nodel")), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 	defer c.Close()
 	ctx := testCtx(t)
 	l, err := c.Mutex("stuck", distlock.WithTTL(200*time.Millisecond)).Lock(ctx)
@@ -327,7 +328,7 @@ func TestSubscribeRefusedIsErrBackend(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
 	setACLUser(t, admin, "nosub", without(aclRules, "+subscribe"))
-	holder := distlock.New(admin, distlock.WithLogger(nil))
+	holder := distlock.New(redisstore.New(admin), distlock.WithLogger(nil))
 	defer holder.Close()
 	ctx := testCtx(t)
 	l, err := holder.Mutex("sub").Lock(ctx)
@@ -335,7 +336,7 @@ func TestSubscribeRefusedIsErrBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Unlock(ctx)
-	w := distlock.New(userClient(t, srv, "nosub"), distlock.WithLogger(nil))
+	w := distlock.New(redisstore.New(userClient(t, srv, "nosub")), distlock.WithLogger(nil))
 	defer w.Close()
 	_, err = w.Mutex("sub").Lock(context.Background())
 	if !errors.Is(err, distlock.ErrBackend) || !strings.Contains(fmt.Sprint(err), "NOPERM") {

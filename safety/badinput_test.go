@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -18,7 +19,7 @@ import (
 func newLocks(t *testing.T, srv *redistest.Server, opts ...distlock.Option) (*distlock.Client, *redis.Client) {
 	t.Helper()
 	rdb := srv.Client(t)
-	c := distlock.New(rdb, append([]distlock.Option{distlock.WithLogger(nil)}, opts...)...)
+	c := distlock.New(redisstore.New(rdb), append([]distlock.Option{distlock.WithLogger(nil)}, opts...)...)
 	t.Cleanup(func() { c.Close() })
 	return c, rdb
 }
@@ -84,7 +85,7 @@ func TestConcurrentDoubleUnlock(t *testing.T) {
 // took since.
 func TestLeaseAfterClose(t *testing.T) {
 	srv := redistest.Start(t)
-	a := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+	a := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil))
 	b, _ := newLocks(t, srv)
 	ctx := testCtx(t)
 	l, err := a.Mutex("closing").Lock(ctx)
@@ -163,7 +164,7 @@ func TestExtendAbsurd(t *testing.T) {
 func TestClosedRedisClient(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(srv.Options())
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	ctx := testCtx(t)
 	l, err := c.Mutex("rdb-closed", distlock.WithTTL(300*time.Millisecond)).Lock(ctx)
@@ -201,7 +202,7 @@ func TestDialTimeoutIsErrBackend(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	ctx := context.Background() // no deadline: the caller's context does not end
 	if _, err := c.Mutex("x").TryLock(ctx); !errors.Is(err, distlock.ErrBackend) {
@@ -218,7 +219,7 @@ func TestDialTimeoutIsErrBackend(t *testing.T) {
 // New(nil) gives a Client whose operations return ErrInvalidOption, not a
 // panic. Found by this suite (bug 6).
 func TestNewNilIsInvalidOption(t *testing.T) {
-	c := distlock.New(nil, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(nil), distlock.WithLogger(nil))
 	defer func() {
 		if p := recover(); p != nil {
 			t.Errorf("TryLock on New(nil) panicked: %v; want an error wrapping ErrInvalidOption", p)
@@ -242,7 +243,7 @@ func TestCloseBoundedOnFrozenRedis(t *testing.T) {
 	opt.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	ctx := context.Background()
 	if _, err := c.Mutex("warm").Inspect(ctx); err != nil { // connect and check the server first
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -254,7 +255,7 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 		// pace of the other modes.
 		r.lease, r.unit = *flagSentinelLease, min(*flagLease, *flagSentinelLease)
 	}
-	r.prefix, r.retention = "distlock:", distlock.DefaultFenceRetention
+	r.prefix, r.retention = "distlock:", redisstore.DefaultFenceRetention
 	if cluster {
 		r.prefix = chaosClusterPrefix
 	}
@@ -352,7 +353,7 @@ func runChaos(t *testing.T, mode string, dur time.Duration) {
 		}
 		r.ctl = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: r.cluster, MaxRetries: -1})
 	}
-	r.admin = distlock.New(r.ctl, distlock.WithLogger(nil), distlock.WithPrefix(r.prefix), distlock.WithFenceRetention(r.retention))
+	r.admin = distlock.New(redisstore.New(r.ctl, redisstore.WithPrefix(r.prefix), redisstore.WithFenceRetention(r.retention)), distlock.WithLogger(nil))
 	defer func() {
 		if err := r.admin.Close(); err != nil {
 			t.Errorf("the scheduler's client: %v", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -39,7 +40,7 @@ type clientConfig struct {
 	ExtendRate  float64 // share of holds that call Extend, to a lease of 0.1 to 3 leases
 	Cluster     bool    // LockAddr is a comma-separated list of cluster nodes
 	// Redlock: LockAddr is a comma-separated list of independent masters
-	// (each through its toxiproxy), locked with distlock.NewRedlock.
+	// (each through its toxiproxy), locked on a store of redisstore.NewRedlock.
 	Redlock bool
 	// SentinelAddrs and MasterName: the lock server is a Sentinel group,
 	// reached with go-redis's failover client (LockAddr is unused).
@@ -164,19 +165,20 @@ func runChaosClient(cfgJSON string) int {
 	}
 	c.store = redis.NewClient(&redis.Options{Addr: cfg.StoreAddr, PoolSize: 2 * cfg.Workers})
 	opts := []distlock.Option{distlock.WithLogger(nil), distlock.WithEventHandler(c.onEvent)}
+	var sopts []redisstore.Option
 	if cfg.Prefix != "" {
-		opts = append(opts, distlock.WithPrefix(cfg.Prefix))
+		sopts = append(sopts, redisstore.WithPrefix(cfg.Prefix))
 	}
 	if cfg.Retention > 0 {
-		opts = append(opts, distlock.WithFenceRetention(cfg.Retention))
+		sopts = append(sopts, redisstore.WithFenceRetention(cfg.Retention))
 	}
 	if cfg.AckReplicas > 0 {
-		opts = append(opts, distlock.WithReplicaAck(cfg.AckReplicas, cfg.AckTimeout))
+		sopts = append(sopts, redisstore.WithReplicaAck(cfg.AckReplicas, cfg.AckTimeout))
 	}
 	if cfg.Redlock {
-		c.locks = distlock.NewRedlock(c.rdbs, opts...)
+		c.locks = distlock.New(redisstore.NewRedlock(c.rdbs, sopts...), opts...)
 	} else {
-		c.locks = distlock.New(c.rdb, opts...)
+		c.locks = distlock.New(redisstore.New(c.rdb, sopts...), opts...)
 	}
 	h.write(record{K: "start", Client: cfg.ID, PID: os.Getpid(), T: mono()})
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -87,7 +88,7 @@ func TestLateReplyRetryKeepsItsLock(t *testing.T) {
 		secondAcquire: make(chan struct{}), cleanupDone: make(chan struct{})}
 	rdb := srv.Client(t)
 	rdb.AddHook(hook)
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer c.Close()
 	other, _ := newLocks(t, srv)
 	ctx := testCtx(t)

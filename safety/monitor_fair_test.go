@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -63,10 +64,10 @@ func TestMonitorAttributesFairHandOver(t *testing.T) {
 	srv := redistest.Start(t)
 	m := startMonitor(t, srv, true)
 	ctx := testCtx(t)
-	holder := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+	holder := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil))
 	defer holder.Close()
 	ev := newEventWaiter()
-	waiter := distlock.New(srv.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+	waiter := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 	defer waiter.Close()
 
 	a, err := holder.FairMutex("mon", distlock.WithTTL(time.Minute)).Lock(ctx)
@@ -181,11 +182,11 @@ func TestMonitorFairTakeAfterExpiry(t *testing.T) {
 	gate := &scriptGate{script: "abandon", open: make(chan struct{})}
 	rdb := srv.Client(t)
 	rdb.AddHook(gate)
-	holder := distlock.New(rdb, distlock.WithLogger(nil))
+	holder := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer holder.Close()
 	defer gate.release()
 	ev := newEventWaiter()
-	waiter := distlock.New(srv.Client(t), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+	waiter := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 	defer waiter.Close()
 
 	a, err := holder.FairMutex("exp", distlock.WithFixedLease(300*time.Millisecond)).Lock(ctx)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -29,10 +30,10 @@ func TestMonitorFollowsSharedKinds(t *testing.T) {
 	go func() { defer close(done); m.run(mctx, ready) }()
 	t.Cleanup(func() { cancel(); <-done })
 	<-ready
-	holder := distlock.New(srv.Client(t), distlock.WithLogger(nil), distlock.WithPrefix(prefix))
+	holder := distlock.New(redisstore.New(srv.Client(t), redisstore.WithPrefix(prefix)), distlock.WithLogger(nil))
 	defer holder.Close()
 	ev := newEventWaiter()
-	waiter := distlock.New(srv.Client(t), distlock.WithLogger(nil), distlock.WithPrefix(prefix), distlock.WithEventHandler(ev.handle))
+	waiter := distlock.New(redisstore.New(srv.Client(t), redisstore.WithPrefix(prefix)), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 	defer waiter.Close()
 	opts := []distlock.MutexOption{distlock.WithTTL(time.Minute)}
 

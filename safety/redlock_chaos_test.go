@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
 // The Redlock chaos run (TestChaosRedlock): the workload of TestChaos, on
 // plain mutexes, from client processes that each lock with
-// distlock.NewRedlock over redlockMasters independent redis-server
+// redisstore.NewRedlock over redlockMasters independent redis-server
 // masters, every client reaching each master through that master's
 // toxiproxy. The faults are the masters' own, each on one master: SIGSTOP
 // (some longer than the lease), SIGKILL with a delayed restart, and the
@@ -87,7 +88,7 @@ var (
 )
 
 // TestChaosRedlock is TestChaos over 5 independent masters locked with
-// distlock.NewRedlock by 3 client processes, with faults of the masters
+// redisstore.NewRedlock by 3 client processes, with faults of the masters
 // (at most 2 at once, restarts delayed beyond every lease) and one
 // no-quorum phase; see redlock_chaos_test.go and docs/safety.md.
 func TestChaosRedlock(t *testing.T) { runChaos(t, modeRedlock, chaosDuration(20*time.Second)) }
@@ -365,7 +366,7 @@ func (r *chaosRun) noQuorum(frac func(lo, hi float64) time.Duration) {
 		rdbs = append(rdbs, c)
 	}
 	var lostWall atomic.Int64
-	p.probe = distlock.NewRedlock(rdbs, distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+	p.probe = distlock.New(redisstore.NewRedlock(rdbs), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
 		if e.Kind == distlock.EventLost && e.Name == redlockProbeHeld {
 			lostWall.CompareAndSwap(0, wall()) // in the engine, as the cancellation happens
 		}

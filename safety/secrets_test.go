@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -53,7 +54,7 @@ func TestOwnerIDsNeverLogged(t *testing.T) {
 	opt := srv.Options()
 	opt.MaxRetries = -1
 	rdb := srvClient(t, opt)
-	c := distlock.New(rdb, distlock.WithLogger(logger), distlock.WithEventHandler(func(e distlock.Event) {
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(logger), distlock.WithEventHandler(func(e distlock.Event) {
 		if e.Err != nil {
 			keep(e.Err.Error())
 		}
@@ -171,7 +172,7 @@ func TestOwnerIDEntropy(t *testing.T) {
 	randoms := map[string]bool{}
 	ones, total := 0, 0
 	for i := 0; i < 64; i++ {
-		c := distlock.New(admin, distlock.WithLogger(nil))
+		c := distlock.New(redisstore.New(admin), distlock.WithLogger(nil))
 		for j := 0; j < 2; j++ {
 			name := fmt.Sprintf("entropy-%d-%d", i, j)
 			l, err := c.Mutex(name).TryLock(ctx)

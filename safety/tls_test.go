@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -154,7 +155,7 @@ func startTLSRedis(t *testing.T, p *pki, password string) string {
 func tlsLocks(t *testing.T, addr, password string, conf *tls.Config) (*distlock.Client, *redis.Client) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: password, TLSConfig: conf, MaxRetries: -1, DialTimeout: 2 * time.Second})
 	t.Cleanup(func() { rdb.Close() })
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	t.Cleanup(func() { c.Close() })
 	return c, rdb
 }
@@ -175,7 +176,7 @@ func TestTLS(t *testing.T) {
 		c, _ := tlsLocks(t, addr, pw, &tls.Config{RootCAs: good.pool, MinVersion: tls.VersionTLS12})
 		wrdb := redis.NewClient(&redis.Options{Addr: addr, Password: pw, TLSConfig: &tls.Config{RootCAs: good.pool, ServerName: "localhost"}})
 		defer wrdb.Close()
-		w := distlock.New(wrdb, distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
+		w := distlock.New(redisstore.New(wrdb), distlock.WithLogger(nil), distlock.WithEventHandler(ev.handle))
 		defer w.Close()
 		l, err := c.Mutex("tls", distlock.WithTTL(time.Minute)).Lock(ctx)
 		if err != nil {

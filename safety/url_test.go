@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -54,7 +55,7 @@ func tryURL(u, allowed string) (parseErr, lockErr error, closeHung bool) {
 	opt.Dialer = onlyDialer(allowed, opt)
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	defer func() {
 		done := make(chan struct{})
 		go func() { c.Close(); close(done) }()
@@ -185,7 +186,7 @@ func TestCloseBoundedOnTLSMismatch(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	c := distlock.New(rdb, distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(rdb), distlock.WithLogger(nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_, err = c.Mutex("x").TryLock(ctx)
 	cancel()

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -223,7 +224,7 @@ func TestLibraryErrorWording(t *testing.T) {
 // TestTrimLibrary checks that the library's "distlock: " goes wherever its
 // messages stand, and only there.
 func TestTrimLibrary(t *testing.T) {
-	c := distlock.New(nil)
+	c := distlock.New(redisstore.New(nil))
 	defer c.Close()
 	lib := c.Mutex("jobs").Err() // distlock: mutex "jobs": invalid option: nil Redis client
 	for _, tt := range []struct{ msg, want string }{

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,9 +19,9 @@ const stallLease = 300 * time.Millisecond
 // then takes the lock and restocks the shop; A comes back and restocks
 // too, with its now stale token, and the shop refuses the write.
 func fencingScene(ctx context.Context, s *session, shop *shop, lock string) error {
-	a := distlock.New(s.rdb, distlock.WithPrefix(s.prefix), distlock.WithLogger(nil))
+	a := distlock.New(redisstore.New(s.rdb, redisstore.WithPrefix(s.prefix)), distlock.WithLogger(nil))
 	defer a.Close()
-	b := distlock.New(s.rdb, distlock.WithPrefix(s.prefix), distlock.WithLogger(nil))
+	b := distlock.New(redisstore.New(s.rdb, redisstore.WithPrefix(s.prefix)), distlock.WithLogger(nil))
 	defer b.Close()
 
 	leaseA, err := a.Mutex(lock, distlock.WithFixedLease(stallLease)).Lock(ctx)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -36,7 +36,7 @@ func TestDemo(t *testing.T) {
 // marks).
 func TestDemoDeletesItsKeys(t *testing.T) {
 	t.Parallel()
-	for _, prefix := range []string{distlock.DefaultPrefix, `demo*?[x\]:`} {
+	for _, prefix := range []string{redisstore.DefaultPrefix, `demo*?[x\]:`} {
 		t.Run(prefix, func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -19,7 +19,7 @@ import (
 func awaitHolderWatch(t *testing.T, srv *redistest.Server, p *proc) {
 	t.Helper()
 	host, _ := os.Hostname()
-	channel := distlock.DefaultPrefix + "holder:" + host + ":" + strconv.Itoa(p.cmd.Process.Pid)
+	channel := redisstore.DefaultPrefix + "holder:" + host + ":" + strconv.Itoa(p.cmd.Process.Pid)
 	rdb := srv.Client(t)
 	eventually(t, "distlock to listen for force-unlocks", func() bool {
 		return rdb.PubSubNumSub(t.Context(), channel).Val()[channel] >= 1

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -21,7 +22,7 @@ func TestGlobalFlagsBeforeCommand(t *testing.T) {
 	url := srv.URL()
 
 	// "job" is held under the prefix "g:" only.
-	c := distlock.New(srv.Client(t), distlock.WithLogger(nil), distlock.WithPrefix("g:"))
+	c := distlock.New(redisstore.New(srv.Client(t), redisstore.WithPrefix("g:")), distlock.WithLogger(nil))
 	t.Cleanup(func() { _ = c.Close() })
 	hold(t, c, "job")
 	ran := run(t, "--redis", url, "run", "--wait", "0", "job", "--", "sh", "-c", `test "$DISTLOCK_NAME" = job`)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 	"go.uber.org/goleak"
 )
@@ -222,7 +223,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // newClient returns a distlock client on srv, closed when the test ends.
 func newClient(t *testing.T, srv *redistest.Server) *distlock.Client {
 	t.Helper()
-	c := distlock.New(srv.Client(t), distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil))
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

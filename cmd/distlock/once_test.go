@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -243,7 +244,7 @@ func TestRunOncePerOutcomes(t *testing.T) {
 		p := start(t, []string{"READY=" + ready}, "run", "--redis", srv.URL(), "--once-per", longPeriod,
 			"--ttl", "600ms", "--kill-grace", "200ms", "lost", "--", "sh", "-c", `touch "$READY"; exec sleep 60`)
 		awaitFile(t, ready)
-		if err := rdb.Del(context.Background(), distlock.DefaultPrefix+"{lost}").Err(); err != nil {
+		if err := rdb.Del(context.Background(), redisstore.DefaultPrefix+"{lost}").Err(); err != nil {
 			t.Fatal(err)
 		}
 		if code := p.wait(); code != exitLockLost {

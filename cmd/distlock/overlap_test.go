@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -96,7 +96,7 @@ while :; do stamp; sleep 0.02; done`
 		}
 		next = startNext()
 	case "delete":
-		if err := srv.Client(t).Del(context.Background(), distlock.DefaultPrefix+"{contested}").Err(); err != nil {
+		if err := srv.Client(t).Del(context.Background(), redisstore.DefaultPrefix+"{contested}").Err(); err != nil {
 			t.Fatal(err)
 		}
 		next = startNext()

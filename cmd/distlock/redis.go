@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -40,12 +41,12 @@ func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 			"Sentinel: redis://SENTINEL:PORT?master_name=NAME[&addr=HOST:PORT...];\n"+
 			"Cluster: redis://NODE:PORT?addr=HOST:PORT[&addr=...] or ...?cluster=true")
 	fs.Func("redlock", "`URL` of one of the independent Redis masters of a Redlock quorum\n"+
-		"(NewRedlock): give it once per master, an odd number, at least 3;\n"+
-		"not with --redis", func(u string) error {
+		"(redisstore.NewRedlock): give it once per master, an odd number, at\n"+
+		"least 3; not with --redis", func(u string) error {
 		rf.masters = append(rf.masters, u)
 		return nil
 	})
-	fs.StringVar(&rf.prefix, "prefix", distlock.DefaultPrefix,
+	fs.StringVar(&rf.prefix, "prefix", redisstore.DefaultPrefix,
 		"`PREFIX` of the Redis keys of the locks; all users of a lock must use\nthe same")
 	return rf
 }
@@ -97,7 +98,7 @@ type master struct {
 // newSession returns a session on the Redis of rf, without contacting it.
 // A malformed URL is a usage error.
 func newSession(rf *redisFlags, opts ...distlock.Option) (*session, error) {
-	opts = append([]distlock.Option{distlock.WithPrefix(rf.prefix), distlock.WithLogger(nil)}, opts...)
+	opts = append([]distlock.Option{distlock.WithLogger(nil)}, opts...)
 	if len(rf.masters) > 0 {
 		return newRedlockSession(rf, opts)
 	}
@@ -105,7 +106,7 @@ func newSession(rf *redisFlags, opts ...distlock.Option) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{rdb: rdb, client: distlock.New(rdb, opts...), addr: addr, prefix: rf.prefix, tls: tls}, nil
+	return &session{rdb: rdb, client: distlock.New(redisstore.New(rdb, redisstore.WithPrefix(rf.prefix)), opts...), addr: addr, prefix: rf.prefix, tls: tls}, nil
 }
 
 // newRedlockSession returns a session on the Redlock masters of rf.
@@ -131,7 +132,7 @@ func newRedlockSession(rf *redisFlags, opts []distlock.Option) (*session, error)
 	}
 	s.rdb, s.tls = rdbs[0], s.masters[0].tls
 	s.addr = "the Redlock masters " + strings.Join(addrs, ", ")
-	s.client = distlock.NewRedlock(rdbs, opts...)
+	s.client = distlock.New(redisstore.NewRedlock(rdbs, redisstore.WithPrefix(rf.prefix)), opts...)
 	return s, nil
 }
 

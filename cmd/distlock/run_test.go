@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -176,7 +177,7 @@ func TestRunLockLostStopsCommand(t *testing.T) {
 			p := start(t, []string{"READY=" + ready, "GRANDCHILD=" + grandchild},
 				"run", "--redis", srv.URL(), "--ttl", "600ms", "--kill-grace", "200ms", name, "--", "sh", "-c", tt.script)
 			awaitFile(t, ready)
-			if err := rdb.Del(context.Background(), distlock.DefaultPrefix+"{"+name+"}").Err(); err != nil {
+			if err := rdb.Del(context.Background(), redisstore.DefaultPrefix+"{"+name+"}").Err(); err != nil {
 				t.Fatal(err)
 			}
 			if code := p.wait(); code != exitLockLost {

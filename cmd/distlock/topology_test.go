@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -38,7 +39,7 @@ func TestRedisURLSentinel(t *testing.T) {
 	r := run(t, "run", "--redis", url, "--wait", "0", "job", "--", "sh", "-c", `test -n "$DISTLOCK_TOKEN"`)
 	r.wantCode(t, 0)
 
-	c := distlock.New(g.FailoverClient(t), distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(g.FailoverClient(t)), distlock.WithLogger(nil))
 	t.Cleanup(func() { _ = c.Close() })
 	l := hold(t, c, "held", distlock.WithTTL(3*time.Second))
 	wantState(t, url, "held", "locked")
@@ -73,7 +74,7 @@ func TestRedisURLCluster(t *testing.T) {
 	url := "redis://" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
 	single := "redis://" + addrs[1] + "?cluster=true"
 
-	c := distlock.New(cl.Client(t), distlock.WithLogger(nil))
+	c := distlock.New(redisstore.New(cl.Client(t)), distlock.WithLogger(nil))
 	t.Cleanup(func() { _ = c.Close() })
 	names := []string{"alpha", "bravo", "charlie", "delta", "echo"} // spread over the masters
 	for _, name := range names {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
 )
 
@@ -33,7 +33,7 @@ func TestRunLostKillsTree(t *testing.T) {
 	p := start(t, []string{"PIDS=" + pids, "READY=" + ready},
 		"run", "--redis", srv.URL(), "--ttl", "1s", "tree", "--", "sh", "-c", script)
 	awaitFile(t, ready)
-	if err := srv.Client(t).Del(context.Background(), distlock.DefaultPrefix+"{tree}").Err(); err != nil {
+	if err := srv.Client(t).Del(context.Background(), redisstore.DefaultPrefix+"{tree}").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.wait(); code != exitLockLost {
@@ -149,7 +149,7 @@ func TestRunLostTermsEachOnce(t *testing.T) {
 		ready, _ := filepath.Glob(filepath.Join(dir, "ready.*"))
 		return len(ready) == 4
 	})
-	if err := srv.Client(t).Del(context.Background(), distlock.DefaultPrefix+"{terms}").Err(); err != nil {
+	if err := srv.Client(t).Del(context.Background(), redisstore.DefaultPrefix+"{terms}").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.wait(); code != exitLockLost {

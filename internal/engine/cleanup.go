@@ -98,11 +98,3 @@ const giveUpWait = releaseTimeout
 func (e *Engine) ownerOf(h *Hold) Request {
 	return h.request(Request{Lease: e.renew.leaseOf(h)})
 }
-
-// AbandonFor is how long an abandoned owner's late acquisitions are refused:
-// a request held up in the network (or in a frozen Redis) for longer than
-// that can still take the lock, for one lease, in the name of an owner
-// that no one tracks.
-func AbandonFor(lease time.Duration) time.Duration {
-	return max(2*lease, time.Minute)
-}

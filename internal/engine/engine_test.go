@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/distlock/distlock/store"
 )
 
 // fakeBackend is an in-memory Backend for the engine's timing logic, which
@@ -304,5 +306,7 @@ func TestNoReplyWithinLeaseIsErrBackend(t *testing.T) {
 // AcquireAll takes the members one by one, all or none: enough for the
 // engine's timing tests.
 func (f *fakeBackend) AcquireAll(ctx context.Context, rs []Request) ([]Grant, error) {
-	return AcquireEach(ctx, f, rs)
+	return store.AcquireEach(ctx, f, rs)
 }
+
+func (f *fakeBackend) Close() error { return nil }

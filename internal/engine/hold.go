@@ -277,6 +277,9 @@ func (c fixedContext) Deadline() (time.Time, bool) { return c.until(), true }
 // Name is the name of the lock.
 func (l *Lease) Name() string { return l.hold.name }
 
+// Kind is the kind of the lock.
+func (l *Lease) Kind() Kind { return l.hold.kind }
+
 // Token is the fencing token of the hold.
 func (l *Lease) Token() uint64 { return l.hold.token }
 

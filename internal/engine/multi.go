@@ -237,6 +237,9 @@ func newGroup(ctx context.Context, e *Engine, name string, leases []*Lease) *Gro
 // Name names the group: its members' names, in canonical order.
 func (g *Group) Name() string { return g.name }
 
+// Kind is the kind of every member: Plain.
+func (g *Group) Kind() Kind { return Plain }
+
 // Token is the largest of the members' fencing tokens.
 func (g *Group) Token() uint64 {
 	var t uint64
@@ -319,21 +322,4 @@ func memberErr(l *Lease, err error) error {
 		return nil
 	}
 	return fmt.Errorf("member %q: %w", l.Name(), err)
-}
-
-// AcquireEach is AcquireAll for a backend that takes one lock at a time:
-// each request with Acquire, in order, until one is not acquired or fails.
-func AcquireEach(ctx context.Context, b Backend, rs []Request) ([]Grant, error) {
-	gs := make([]Grant, 0, len(rs))
-	for _, r := range rs {
-		g, err := b.Acquire(ctx, r)
-		if err != nil {
-			return gs, err
-		}
-		gs = append(gs, g)
-		if !g.Acquired {
-			break
-		}
-	}
-	return gs, nil
 }

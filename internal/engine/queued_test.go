@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/distlock/distlock/store"
 )
 
 // fairFake is an in-memory queued-kind Backend for one lock, on synctest's
@@ -558,7 +560,7 @@ func TestQueuedTryLockNeverQueues(t *testing.T) {
 }
 
 func (f *fairFake) AcquireAll(ctx context.Context, rs []Request) ([]Grant, error) {
-	return AcquireEach(ctx, f, rs)
+	return store.AcquireEach(ctx, f, rs)
 }
 
 // confirmingFake is a fairFake whose grants must be confirmed (a
@@ -677,3 +679,5 @@ func TestGrantGoneBeforeConfirmation(t *testing.T) {
 		}
 	})
 }
+
+func (f *fairFake) Close() error { return nil }

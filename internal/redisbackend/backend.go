@@ -19,7 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -42,7 +42,7 @@ type Config struct {
 	ReplicaTimeout time.Duration
 }
 
-// Backend implements engine.Backend on a go-redis client.
+// Backend implements store.Store on a go-redis client.
 type Backend struct {
 	rdb     redis.UniversalClient
 	cfg     Config
@@ -84,27 +84,27 @@ func (b *Backend) publishMode() string {
 	return "p"
 }
 
-// Acquire implements engine.Backend.
-func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, error) {
+// Acquire implements store.Store.
+func (b *Backend) Acquire(ctx context.Context, r store.Request) (store.Grant, error) {
 	if err := b.checkServer(ctx); err != nil {
-		return engine.Grant{}, err
+		return store.Grant{}, err
 	}
 	k := b.cfg.Keys
 	var script *redis.Script
 	var args []any // the script's arguments (the queued kinds)
 	var call []any // or the whole call (a plain mutex), see callArgs
 	switch {
-	case r.Kind == engine.Semaphore:
+	case r.Kind == store.Semaphore:
 		script, args = semAcquireScript, []any{
 			r.Owner, r.Permits, r.Capacity, b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
 			b.millis(r.Queue), r.Seq, b.idArg, b.modeArg}
-	case r.Kind == engine.Read || r.Kind == engine.Write:
+	case r.Kind == store.Read || r.Kind == store.Write:
 		script, args = rwAcquireScript, []any{
 			r.Owner, r.Hold, side(r.Kind), b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
 			b.millis(r.Queue), r.Seq, b.idArg, b.modeArg, flag(r.Reenter)}
-	case (r.Kind == engine.Fair || r.Kind == engine.Election) && !r.Reenter:
+	case (r.Kind == store.Fair || r.Kind == store.Election) && !r.Reenter:
 		kind := "fair"
-		if r.Kind == engine.Election {
+		if r.Kind == store.Election {
 			kind = "elect"
 		}
 		script, args = fairAcquireScript, []any{
@@ -123,23 +123,23 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 		// A Cluster slot half migrated: the script's keys are split
 		// between two nodes, and Redis refused to run it. Nothing was
 		// applied: not acquired, try again shortly.
-		return engine.Grant{TTL: migratingRetry}, nil
+		return store.Grant{TTL: migratingRetry}, nil
 	}
 	if err != nil {
-		return engine.Grant{}, backendErr(ctx, err)
+		return store.Grant{}, backendErr(ctx, err)
 	}
 	g, err := acquireOutcome(res)
 	if err == nil && g.Queued && r.Queue <= 0 {
 		err = errors.New("queued without a queue timeout")
 	}
-	if err != nil && !errors.Is(err, engine.ErrWrongKind) && !errors.Is(err, engine.ErrDeadlock) &&
-		!errors.Is(err, engine.ErrInvalidOption) {
-		return engine.Grant{}, fmt.Errorf("%w: acquire: %w", engine.ErrBackend, err)
+	if err != nil && !errors.Is(err, store.ErrWrongKind) && !errors.Is(err, store.ErrDeadlock) &&
+		!errors.Is(err, store.ErrInvalidOption) {
+		return store.Grant{}, fmt.Errorf("%w: acquire: %w", store.ErrBackend, err)
 	}
 	if err == nil && g.Acquired && ackErr != nil {
 		// Taken on the master only: not confirmed. The engine counts it
 		// as possibly applied and releases it.
-		return engine.Grant{}, ackErr
+		return store.Grant{}, ackErr
 	}
 	return g, err
 }
@@ -148,10 +148,10 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 // slot half migrated) is tried again.
 const migratingRetry = 50 * time.Millisecond
 
-// AcquireAll implements engine.Backend: the members that live in one slot
+// AcquireAll implements store.Store: the members that live in one slot
 // (all of them, on a standalone or Sentinel server) are taken in one
 // script, all or none; the groups go in the order of their first member.
-func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine.Grant, error) {
+func (b *Backend) AcquireAll(ctx context.Context, rs []store.Request) ([]store.Grant, error) {
 	if err := b.checkServer(ctx); err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine
 		}
 		groups[j] = append(groups[j], i)
 	}
-	gs := make([]engine.Grant, 0, len(rs))
+	gs := make([]store.Grant, 0, len(rs))
 	for _, group := range groups {
 		var keys []string
 		args := []any{rs[group[0]].Lease.Milliseconds(), b.retentionArg, b.holderInfo()}
@@ -191,9 +191,9 @@ func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine
 			for j := range group {
 				tok, err := replyToken(res, j+1)
 				if err != nil {
-					return gs, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
+					return gs, fmt.Errorf("%w: acquire: unexpected reply %v", store.ErrBackend, res)
 				}
-				gs = append(gs, engine.Grant{Acquired: true, Token: tok, Holds: 1})
+				gs = append(gs, store.Grant{Acquired: true, Token: tok, Holds: 1})
 			}
 			continue
 		case ok && (code == 0 || code == -1) && len(res) >= 2:
@@ -202,21 +202,21 @@ func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine
 				break
 			}
 			for range j - 1 { // taken by nobody: the group is all or none
-				gs = append(gs, engine.Grant{})
+				gs = append(gs, store.Grant{})
 			}
 			if code == -1 {
-				return gs, engine.ErrWrongKind
+				return gs, store.ErrWrongKind
 			}
-			return append(gs, engine.Grant{TTL: replyTTL(res, 2)}), nil
+			return append(gs, store.Grant{TTL: replyTTL(res, 2)}), nil
 		}
-		return gs, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
+		return gs, fmt.Errorf("%w: acquire: unexpected reply %v", store.ErrBackend, res)
 	}
 	return gs, nil
 }
 
 // side is the script argument for the side of a read-write lock.
-func side(k engine.Kind) string {
-	if k == engine.Write {
+func side(k store.Kind) string {
+	if k == store.Write {
 		return "w"
 	}
 	return "r"
@@ -224,11 +224,11 @@ func side(k engine.Kind) string {
 
 func (b *Backend) retention() int64 { return b.cfg.FenceRetention.Milliseconds() }
 
-// Release implements engine.Backend.
-func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
+// Release implements store.Store.
+func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, error) {
 	k := b.cfg.Keys
 	var cmd *redis.Cmd
-	if r.Kind == engine.Plain {
+	if r.Kind == store.Plain {
 		cmd = b.pipe.run(ctx, releasePlainScript,
 			append(callArgs(releasePlainScript, 1, 5), k.Lock(r.Name), r.Owner, r.Hold, b.modeArg, b.idArg))
 	} else {
@@ -241,18 +241,18 @@ func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release
 	}
 	switch n {
 	case 1:
-		return engine.Freed, nil
+		return store.Freed, nil
 	case 2:
-		return engine.Remaining, nil
+		return store.Remaining, nil
 	case -1:
-		return engine.AlreadyReleased, nil
+		return store.AlreadyReleased, nil
 	default:
-		return engine.NotOwner, nil
+		return store.NotOwner, nil
 	}
 }
 
-// Abandon implements engine.Backend.
-func (b *Backend) Abandon(ctx context.Context, r engine.Request) (bool, error) {
+// Abandon implements store.Store.
+func (b *Backend) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	k := b.cfg.Keys
 	n, err := b.pipe.run(ctx, abandonScript, scriptArgs(abandonScript, k.script(r.Name, r.Owner),
 		r.Owner, max(r.Lease.Milliseconds(), 1), k.Channel(r.Name), b.modeArg, b.idArg, b.retentionArg,
@@ -275,18 +275,18 @@ func (b *Backend) SetPermits(ctx context.Context, name string, n int) (before, h
 	code, ok := replyInt(res, 0)
 	switch {
 	case ok && code == -1:
-		return 0, 0, engine.ErrWrongKind
+		return 0, 0, store.ErrWrongKind
 	case ok && len(res) == 2:
 		h, _ := replyInt(res, 1)
 		return int(code), int(h), nil
 	}
-	return 0, 0, fmt.Errorf("%w: set permits: unexpected reply %v", engine.ErrBackend, res)
+	return 0, 0, fmt.Errorf("%w: set permits: unexpected reply %v", store.ErrBackend, res)
 }
 
-// Watch implements engine.Backend. Plain locks' releases are published on
+// Watch implements store.Store. Plain locks' releases are published on
 // the lock's release channel, which every waiting process watches; grants
 // of a queued kind go to the grant channel of the grantee's Backend alone.
-func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake func(engine.Notice)) (func(), error) {
+func (b *Backend) Watch(ctx context.Context, name string, kind store.Kind, wake func(store.Notice)) (func(), error) {
 	channel := b.cfg.Keys.Channel(name)
 	if kind.Queued() {
 		channel = b.cfg.Keys.Grants(name, b.id)
@@ -294,7 +294,7 @@ func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake
 	return b.notify.watch(ctx, channel, func(payload string, lost bool) {
 		grants := parseGrants(payload)
 		if lost || grants == nil {
-			wake(engine.Notice{}) // a release, or notices may have been lost
+			wake(store.Notice{}) // a release, or notices may have been lost
 			return
 		}
 		for _, g := range grants {
@@ -306,12 +306,12 @@ func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake
 // backendErr wraps err in ErrBackend, unless it is ctx's own end: a
 // deadline that is not ctx's (a dial or read timeout of the client) is a
 // backend failure. An error of a request that go-redis never sent (see
-// unsent) wraps engine.ErrUnsent too.
+// unsent) wraps store.ErrUnsent too.
 func backendErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
-	err = fmt.Errorf("%w: %w", engine.ErrBackend, err)
+	err = fmt.Errorf("%w: %w", store.ErrBackend, err)
 	if unsent(err) {
 		return notSent(err)
 	}
@@ -319,9 +319,9 @@ func backendErr(ctx context.Context, err error) error {
 }
 
 // notSent marks err, the failure of a request that was never sent, with
-// engine.ErrUnsent; its message stays as it is.
+// store.ErrUnsent; its message stays as it is.
 func notSent(err error) error {
-	if err == nil || errors.Is(err, engine.ErrUnsent) {
+	if err == nil || errors.Is(err, store.ErrUnsent) {
 		return err
 	}
 	return unsentError{err}
@@ -329,7 +329,7 @@ func notSent(err error) error {
 
 type unsentError struct{ error }
 
-func (e unsentError) Unwrap() []error { return []error{e.error, engine.ErrUnsent} }
+func (e unsentError) Unwrap() []error { return []error{e.error, store.ErrUnsent} }
 
 // unsent reports whether err, go-redis's error for a command, says that
 // the command was not sent: no connection could be made (a dial error:
@@ -399,4 +399,26 @@ func escapeGlob(s string) string {
 		out = append(out, s[i])
 	}
 	return string(out)
+}
+
+// Err implements store.Validator: a Backend is always usable.
+func (b *Backend) Err() error { return nil }
+
+// Validate implements store.Validator. Under replica acknowledgement a
+// lease, set by an acquisition or by Extend, must last at least six
+// times the acknowledgement timeout, so that a renewal that waits for the
+// replicas is answered well within it; a place in a queue at least three
+// times, since a grant's first lease is the shorter of the lease and the
+// place's, and its confirmation must be answered within it.
+func (b *Backend) Validate(kind store.Kind, lease, queue time.Duration) error {
+	if b.cfg.Replicas == 0 {
+		return nil
+	}
+	if lease < 6*b.cfg.ReplicaTimeout {
+		return fmt.Errorf("%w: a lease of %v is shorter than six times the replica acknowledgement timeout %v", store.ErrInvalidOption, lease, b.cfg.ReplicaTimeout)
+	}
+	if kind.Queued() && queue > 0 && queue < 3*b.cfg.ReplicaTimeout {
+		return fmt.Errorf("%w: a queue timeout of %v is shorter than three times the replica acknowledgement timeout %v", store.ErrInvalidOption, queue, b.cfg.ReplicaTimeout)
+	}
+	return nil
 }

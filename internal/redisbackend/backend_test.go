@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
 	"github.com/distlock/distlock/redistest"
+	"github.com/distlock/distlock/store"
 	"go.uber.org/goleak"
 )
 
@@ -30,10 +30,10 @@ func newBackendRetention(t *testing.T, retention time.Duration) *Backend {
 func TestReleaseIsIdempotent(t *testing.T) {
 	b := newBackend(t)
 	ctx := t.Context()
-	r1 := engine.Request{Name: "idem", Owner: "o1", Hold: 1, Lease: time.Minute}
+	r1 := store.Request{Name: "idem", Owner: "o1", Hold: 1, Lease: time.Minute}
 	r2 := r1
 	r2.Hold, r2.Reenter = 2, true
-	for _, r := range []engine.Request{r1, r2, r2} { // the repeated acquire is idempotent too
+	for _, r := range []store.Request{r1, r2, r2} { // the repeated acquire is idempotent too
 		g, err := b.Acquire(ctx, r)
 		if err != nil || !g.Acquired {
 			t.Fatalf("Acquire %+v = %+v, %v", r, g, err)
@@ -43,7 +43,7 @@ func TestReleaseIsIdempotent(t *testing.T) {
 	if err != nil || st.Holder().Holds != 2 {
 		t.Fatalf("holds after 2 holds (one acquired twice) = %+v, %v", st, err)
 	}
-	for i, want := range []engine.Release{engine.Remaining, engine.AlreadyReleased, engine.AlreadyReleased} {
+	for i, want := range []store.Release{store.Remaining, store.AlreadyReleased, store.AlreadyReleased} {
 		got, err := b.Release(ctx, r2)
 		if err != nil || got != want {
 			t.Fatalf("release %d of hold 2 = %v, %v; want %v", i, got, err, want)
@@ -52,14 +52,14 @@ func TestReleaseIsIdempotent(t *testing.T) {
 	if st, _ := b.Inspect(ctx, "idem"); !st.Locked() || st.Holder().Holds != 1 {
 		t.Fatalf("after repeated releases of hold 2: %+v, want 1 hold left", st)
 	}
-	stranger := engine.Request{Name: "idem", Owner: "o2", Hold: 1}
-	if got, err := b.Release(ctx, stranger); err != nil || got != engine.NotOwner {
+	stranger := store.Request{Name: "idem", Owner: "o2", Hold: 1}
+	if got, err := b.Release(ctx, stranger); err != nil || got != store.NotOwner {
 		t.Fatalf("release by a stranger = %v, %v; want NotOwner", got, err)
 	}
-	if got, err := b.Release(ctx, r1); err != nil || got != engine.Freed {
+	if got, err := b.Release(ctx, r1); err != nil || got != store.Freed {
 		t.Fatalf("last release = %v, %v; want Freed", got, err)
 	}
-	if got, err := b.Release(ctx, r1); err != nil || got != engine.NotOwner {
+	if got, err := b.Release(ctx, r1); err != nil || got != store.NotOwner {
 		t.Fatalf("repeated last release = %v, %v; want NotOwner", got, err)
 	}
 }
@@ -78,7 +78,7 @@ func TestTokensExact(t *testing.T) {
 	if err := b.rdb.Set(ctx, fence, big, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	r := engine.Request{Name: "tok", Owner: "o", Hold: 1, Lease: time.Minute}
+	r := store.Request{Name: "tok", Owner: "o", Hold: 1, Lease: time.Minute}
 	for i := uint64(1); i <= 3; i++ {
 		g, err := b.Acquire(ctx, r)
 		if err != nil || !g.Acquired || g.Token != big+i {
@@ -87,7 +87,7 @@ func TestTokensExact(t *testing.T) {
 		if st, err := b.Inspect(ctx, "tok"); err != nil || st.Holder().Token != big+i || st.LastToken != big+i {
 			t.Fatalf("state after acquisition %d = %+v, %v", i, st, err)
 		}
-		if res, err := b.Release(ctx, r); err != nil || res != engine.Freed {
+		if res, err := b.Release(ctx, r); err != nil || res != store.Freed {
 			t.Fatalf("release = %v, %v", res, err)
 		}
 	}
@@ -105,7 +105,7 @@ func TestTokensExact(t *testing.T) {
 		if err != nil || !g.Acquired || g.Token < before-1_000_000 || g.Token > now+1_000_000 {
 			t.Fatalf("acquisition on a counter behind (%v) or missing = %+v, %v; want the server time in µs (~%d)", behind, g, err, now)
 		}
-		if res, err := b.Release(ctx, r); err != nil || res != engine.Freed {
+		if res, err := b.Release(ctx, r); err != nil || res != store.Freed {
 			t.Fatalf("release = %v, %v", res, err)
 		}
 		if ttl := b.rdb.PTTL(ctx, fence).Val(); ttl <= 0 || ttl > time.Minute {
@@ -118,7 +118,7 @@ func TestTokensExact(t *testing.T) {
 // get it back under its old token.
 func TestReenterNeverTakesFreeLock(t *testing.T) {
 	b := newBackend(t)
-	g, err := b.Acquire(t.Context(), engine.Request{Name: "re", Owner: "o", Hold: 2, Lease: time.Minute, Reenter: true})
+	g, err := b.Acquire(t.Context(), store.Request{Name: "re", Owner: "o", Hold: 2, Lease: time.Minute, Reenter: true})
 	if err != nil || g.Acquired {
 		t.Fatalf("re-entry into a free lock = %+v, %v", g, err)
 	}
@@ -132,9 +132,9 @@ func TestReenterNeverTakesFreeLock(t *testing.T) {
 func TestRenewBatch(t *testing.T) {
 	b := newBackend(t)
 	ctx := t.Context()
-	var reqs []engine.Request
+	var reqs []store.Request
 	for i := 0; i < 600; i++ { // more than two chunks
-		r := engine.Request{Name: "r" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Owner: "o", Hold: 1, Lease: time.Minute}
+		r := store.Request{Name: "r" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Owner: "o", Hold: 1, Lease: time.Minute}
 		if i%3 != 2 { // every third lock is not held
 			if g, err := b.Acquire(ctx, r); err != nil || !g.Acquired {
 				t.Fatal(g, err)
@@ -147,7 +147,7 @@ func TestRenewBatch(t *testing.T) {
 	}
 	outcomes := renew(t, b, reqs)
 	for i, err := range outcomes {
-		if held := i%3 != 2; held && err != nil || !held && !errors.Is(err, engine.ErrNotHeld) {
+		if held := i%3 != 2; held && err != nil || !held && !errors.Is(err, store.ErrNotHeld) {
 			t.Fatalf("lock %d (held %v): %v", i, held, err)
 		}
 	}
@@ -158,12 +158,12 @@ func TestRenewBatch(t *testing.T) {
 
 // renew runs one Renew and returns each request's outcome, checking that
 // every request is reported exactly once.
-func renew(t *testing.T, b *Backend, reqs []engine.Request) []error {
+func renew(t *testing.T, b *Backend, reqs []store.Request) []error {
 	t.Helper()
 	out := make([]error, len(reqs))
 	seen := make([]int, len(reqs))
 	var mu sync.Mutex
-	b.Renew(t.Context(), reqs, func(i int, _ engine.Grant, err error) {
+	b.Renew(t.Context(), reqs, func(i int, _ store.Grant, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		out[i] = err
@@ -183,24 +183,24 @@ func renew(t *testing.T, b *Backend, reqs []engine.Request) []error {
 func TestRenewRefusesOlderSequence(t *testing.T) {
 	b := newBackend(t)
 	ctx := t.Context()
-	r := engine.Request{Name: "seq", Owner: "o", Hold: 1, Lease: time.Minute}
+	r := store.Request{Name: "seq", Owner: "o", Hold: 1, Lease: time.Minute}
 	if g, err := b.Acquire(ctx, r); err != nil || !g.Acquired {
 		t.Fatal(g, err)
 	}
 	long := r
 	long.Lease, long.Seq = time.Hour, 2
-	if err := renew(t, b, []engine.Request{long})[0]; err != nil {
+	if err := renew(t, b, []store.Request{long})[0]; err != nil {
 		t.Fatal(err)
 	}
 	old := r
 	old.Lease, old.Seq = time.Second, 1
-	if err := renew(t, b, []engine.Request{old})[0]; !errors.Is(err, engine.ErrSuperseded) {
+	if err := renew(t, b, []store.Request{old})[0]; !errors.Is(err, store.ErrSuperseded) {
 		t.Fatalf("an older renewal: %v, want ErrSuperseded", err)
 	}
 	if ttl := b.rdb.PTTL(ctx, b.cfg.Keys.Lock("seq")).Val(); ttl < time.Minute {
 		t.Fatalf("the older renewal shortened the lease to %v", ttl)
 	}
-	if err := renew(t, b, []engine.Request{long})[0]; err != nil {
+	if err := renew(t, b, []store.Request{long})[0]; err != nil {
 		t.Fatalf("a copy of the applied renewal: %v, want confirmed", err)
 	}
 }
@@ -210,14 +210,14 @@ func TestRenewRefusesOlderSequence(t *testing.T) {
 func TestAbandon(t *testing.T) {
 	b := newBackend(t)
 	ctx := t.Context()
-	r := engine.Request{Name: "ab", Owner: "gone", Hold: 1, Lease: time.Minute}
+	r := store.Request{Name: "ab", Owner: "gone", Hold: 1, Lease: time.Minute}
 	if freed, err := b.Abandon(ctx, r); err != nil || freed {
 		t.Fatalf("Abandon of an owner that holds nothing: %v %v", freed, err)
 	}
 	if g, err := b.Acquire(ctx, r); err != nil || g.Acquired {
 		t.Fatalf("an abandoned owner acquired: %+v %v", g, err)
 	}
-	r2 := engine.Request{Name: "ab", Owner: "held", Hold: 1, Lease: time.Minute}
+	r2 := store.Request{Name: "ab", Owner: "held", Hold: 1, Lease: time.Minute}
 	if g, err := b.Acquire(ctx, r2); err != nil || !g.Acquired {
 		t.Fatalf("another owner: %+v %v", g, err)
 	}
@@ -240,7 +240,7 @@ func TestWatch(t *testing.T) {
 	b := newBackend(t)
 	ctx := t.Context()
 	woke := make(chan struct{}, 1)
-	stop, err := b.Watch(ctx, "w", engine.Plain, func(engine.Notice) { woke <- struct{}{} })
+	stop, err := b.Watch(ctx, "w", store.Plain, func(store.Notice) { woke <- struct{}{} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestWatch(t *testing.T) {
 	}
 	// Its own releases are not delivered (the engine hands them over); those
 	// of another client are.
-	r := engine.Request{Name: "w", Owner: "o", Hold: 1, Lease: time.Minute}
+	r := store.Request{Name: "w", Owner: "o", Hold: 1, Lease: time.Minute}
 	b.Acquire(ctx, r)
 	b.Release(ctx, r)
 	other := New(b.rdb, b.cfg)
@@ -272,7 +272,7 @@ func TestWatch(t *testing.T) {
 func TestWatchAfterClose(t *testing.T) {
 	b := newBackend(t)
 	b.Close()
-	if _, err := b.Watch(t.Context(), "w", engine.Plain, func(engine.Notice) {}); !errors.Is(err, engine.ErrClosed) {
+	if _, err := b.Watch(t.Context(), "w", store.Plain, func(store.Notice) {}); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Watch after Close = %v, want ErrClosed", err)
 	}
 }
@@ -281,7 +281,7 @@ func TestWatchCancelled(t *testing.T) {
 	b := newBackend(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := b.Watch(ctx, "w", engine.Plain, func(engine.Notice) {}); !errors.Is(err, context.Canceled) {
+	if _, err := b.Watch(ctx, "w", store.Plain, func(store.Notice) {}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Watch with a cancelled context = %v", err)
 	}
 }

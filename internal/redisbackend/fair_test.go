@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
 	"github.com/distlock/distlock/redistest"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,15 +24,15 @@ func fairPair(t *testing.T) (*Backend, *Backend) {
 }
 
 // place is the request of a fair waiter.
-func place(name, owner string) engine.Request {
-	return engine.Request{Name: name, Kind: engine.Fair, Owner: owner, Hold: 1, Lease: time.Minute, Queue: 5 * time.Second, Seq: 1}
+func place(name, owner string) store.Request {
+	return store.Request{Name: name, Kind: store.Fair, Owner: owner, Hold: 1, Lease: time.Minute, Queue: 5 * time.Second, Seq: 1}
 }
 
 // grants watches the grants b's process gets on name.
-func grants(t *testing.T, b *Backend, name string) <-chan engine.Notice {
+func grants(t *testing.T, b *Backend, name string) <-chan store.Notice {
 	t.Helper()
-	ch := make(chan engine.Notice, 16)
-	stop, err := b.Watch(t.Context(), name, engine.Fair, func(n engine.Notice) { ch <- n })
+	ch := make(chan store.Notice, 16)
+	stop, err := b.Watch(t.Context(), name, store.Fair, func(n store.Notice) { ch <- n })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func grants(t *testing.T, b *Backend, name string) <-chan engine.Notice {
 	return ch
 }
 
-func nextNotice(t *testing.T, ch <-chan engine.Notice) engine.Notice {
+func nextNotice(t *testing.T, ch <-chan store.Notice) store.Notice {
 	t.Helper()
 	select {
 	case n := <-ch:
@@ -48,10 +48,10 @@ func nextNotice(t *testing.T, ch <-chan engine.Notice) engine.Notice {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no notice within 10s")
 	}
-	return engine.Notice{}
+	return store.Notice{}
 }
 
-func noNotice(t *testing.T, ch <-chan engine.Notice) {
+func noNotice(t *testing.T, ch <-chan store.Notice) {
 	t.Helper()
 	select {
 	case n := <-ch:
@@ -60,7 +60,7 @@ func noNotice(t *testing.T, ch <-chan engine.Notice) {
 	}
 }
 
-func mustAcquire(t *testing.T, b *Backend, r engine.Request) engine.Grant {
+func mustAcquire(t *testing.T, b *Backend, r store.Request) store.Grant {
 	t.Helper()
 	g, err := b.Acquire(t.Context(), r)
 	if err != nil {
@@ -101,12 +101,12 @@ func TestFairGrantsInArrivalOrder(t *testing.T) {
 			t.Fatalf("waiter %s: TTL %v; only the first in line learns the holder's lease", w.owner, g.TTL)
 		}
 	}
-	if st, _ := b1.Inspect(ctx, "f"); st.Queued != 3 || st.Kind != KindFair {
+	if st, _ := b1.Inspect(ctx, "f"); st.Queued != 3 || st.Kind != store.Fair {
 		t.Fatalf("state with 3 waiters: %+v", st)
 	}
 	prev, last := "a", uint64(0)
 	for _, w := range order {
-		if res, err := b1.Release(ctx, place("f", prev)); err != nil || res != engine.Freed {
+		if res, err := b1.Release(ctx, place("f", prev)); err != nil || res != store.Freed {
 			t.Fatalf("release by %s = %v, %v", prev, res, err)
 		}
 		mine, other := g1, g2
@@ -114,7 +114,7 @@ func TestFairGrantsInArrivalOrder(t *testing.T) {
 			mine, other = g2, g1
 		}
 		n := nextNotice(t, mine)
-		if n.Grantee != engine.GranteeID(w.owner) || n.Seq != 1 || n.Lease != 5*time.Second || n.Token <= last {
+		if n.Grantee != store.GranteeID(w.owner) || n.Seq != 1 || n.Lease != 5*time.Second || n.Token <= last {
 			t.Fatalf("grant to %s: %+v (previous token %d)", w.owner, n, last)
 		}
 		noNotice(t, other)
@@ -126,7 +126,7 @@ func TestFairGrantsInArrivalOrder(t *testing.T) {
 		}
 		prev, last = w.owner, n.Token
 	}
-	if res, err := b1.Release(ctx, place("f", prev)); err != nil || res != engine.Freed {
+	if res, err := b1.Release(ctx, place("f", prev)); err != nil || res != store.Freed {
 		t.Fatalf("last release = %v, %v", res, err)
 	}
 	noNotice(t, g1)
@@ -142,9 +142,9 @@ func TestFairGrantsInArrivalOrder(t *testing.T) {
 func TestKindsDoNotMix(t *testing.T) {
 	b, _ := fairPair(t)
 	ctx := t.Context()
-	plain := engine.Request{Name: "p", Owner: "a", Hold: 1, Lease: time.Minute}
+	plain := store.Request{Name: "p", Owner: "a", Hold: 1, Lease: time.Minute}
 	mustAcquire(t, b, plain)
-	if _, err := b.Acquire(ctx, place("p", "b")); !errors.Is(err, engine.ErrWrongKind) || errors.Is(err, engine.ErrBackend) {
+	if _, err := b.Acquire(ctx, place("p", "b")); !errors.Is(err, store.ErrWrongKind) || errors.Is(err, store.ErrBackend) {
 		t.Fatalf("fair acquire of a plain-held lock = %v, want ErrWrongKind", err)
 	}
 	if got := holder(t, b, "p"); got != "a" {
@@ -153,13 +153,13 @@ func TestKindsDoNotMix(t *testing.T) {
 
 	mustAcquire(t, b, place("f", "a"))
 	mustAcquire(t, b, place("f", "b"))
-	other := engine.Request{Name: "f", Owner: "c", Hold: 1, Lease: time.Minute}
-	if _, err := b.Acquire(ctx, other); !errors.Is(err, engine.ErrWrongKind) {
+	other := store.Request{Name: "f", Owner: "c", Hold: 1, Lease: time.Minute}
+	if _, err := b.Acquire(ctx, other); !errors.Is(err, store.ErrWrongKind) {
 		t.Fatalf("plain acquire of a fair-held lock = %v, want ErrWrongKind", err)
 	}
 	// The holder's lease ran out; the waiter is still queued.
 	b.rdb.Del(ctx, b.cfg.Keys.Lock("f"))
-	if _, err := b.Acquire(ctx, other); !errors.Is(err, engine.ErrWrongKind) {
+	if _, err := b.Acquire(ctx, other); !errors.Is(err, store.ErrWrongKind) {
 		t.Fatalf("plain acquire of a fair lock with a queue = %v, want ErrWrongKind", err)
 	}
 	if st, _ := b.Inspect(ctx, "f"); st.Queued != 1 {
@@ -193,7 +193,7 @@ func TestFairEnqueueIdempotentAndTryLock(t *testing.T) {
 	if g := mustAcquire(t, b, try); g.Acquired || g.Queued {
 		t.Fatalf("TryLock of a free lock with waiters = %+v", g)
 	}
-	if n := nextNotice(t, grant); n.Grantee != engine.GranteeID("b") {
+	if n := nextNotice(t, grant); n.Grantee != store.GranteeID("b") {
 		t.Fatalf("grant %+v, want to b", n)
 	}
 	if st, _ := b.Inspect(ctx, "f"); st.Queued != 1 || st.Holder().Owner != "b" {
@@ -227,13 +227,13 @@ func TestFairRefresh(t *testing.T) {
 	deadline := func(owner string) float64 { return b.rdb.ZScore(ctx, k.QueueDeadlines("f"), owner).Val() }
 	before := deadline("b")
 
-	refresh := func(owner string, seq uint64) (engine.Grant, error) {
+	refresh := func(owner string, seq uint64) (store.Grant, error) {
 		r := place("f", owner)
 		r.Seq = seq
-		var g engine.Grant
+		var g store.Grant
 		var err error
 		n := 0
-		b.Renew(ctx, []engine.Request{r}, func(_ int, gr engine.Grant, e error) { g, err = gr, e; n++ })
+		b.Renew(ctx, []store.Request{r}, func(_ int, gr store.Grant, e error) { g, err = gr, e; n++ })
 		if n != 1 {
 			t.Fatalf("%d reports for one refresh", n)
 		}
@@ -264,7 +264,7 @@ func TestFairRefresh(t *testing.T) {
 
 	// b's place expires (its waiter paused past the queue timeout).
 	b.rdb.ZAdd(ctx, k.QueueDeadlines("f"), redisZ(time.Now().Add(-time.Second), "b"))
-	if _, err := refresh("b", 4); !errors.Is(err, engine.ErrNotHeld) {
+	if _, err := refresh("b", 4); !errors.Is(err, store.ErrNotHeld) {
 		t.Fatalf("refresh of an expired place = %v, want ErrNotHeld", err)
 	}
 	// a's lease runs out without a release: c, now first, takes the lock
@@ -284,7 +284,7 @@ func TestFairRefresh(t *testing.T) {
 	// numbering from gseq.
 	r := place("f", "c")
 	r.Queue, r.Seq = 0, 4
-	if errs := renew(t, b, []engine.Request{r}); errs[0] != nil {
+	if errs := renew(t, b, []store.Request{r}); errs[0] != nil {
 		t.Fatalf("renewal after the grant: %v", errs[0])
 	}
 	if ttl := b.rdb.PTTL(ctx, k.Lock("f")).Val(); ttl <= 5*time.Second {
@@ -302,17 +302,17 @@ func TestFairSkipsDeadWaiters(t *testing.T) {
 		mustAcquire(t, b, place("f", o))
 	}
 	b.rdb.ZAdd(ctx, b.cfg.Keys.QueueDeadlines("f"), redisZ(time.Now().Add(-time.Second), "b"))
-	if res, err := b.Release(ctx, place("f", "a")); err != nil || res != engine.Freed {
+	if res, err := b.Release(ctx, place("f", "a")); err != nil || res != store.Freed {
 		t.Fatal(res, err)
 	}
-	if n := nextNotice(t, grant); n.Grantee != engine.GranteeID("c") {
+	if n := nextNotice(t, grant); n.Grantee != store.GranteeID("c") {
 		t.Fatalf("grant %+v, want c (b's place expired)", n)
 	}
 	// c gave up just as it was granted: abandoning it frees the lock for d.
-	if freed, err := b.Abandon(ctx, engine.Request{Name: "f", Kind: engine.Fair, Owner: "c", Lease: time.Minute}); err != nil || !freed {
+	if freed, err := b.Abandon(ctx, store.Request{Name: "f", Kind: store.Fair, Owner: "c", Lease: time.Minute}); err != nil || !freed {
 		t.Fatalf("abandon of the grantee = %v, %v", freed, err)
 	}
-	if n := nextNotice(t, grant); n.Grantee != engine.GranteeID("d") {
+	if n := nextNotice(t, grant); n.Grantee != store.GranteeID("d") {
 		t.Fatalf("grant %+v, want d", n)
 	}
 	if got := holder(t, b, "f"); got != "d" {
@@ -332,14 +332,14 @@ func TestFairReentry(t *testing.T) {
 		t.Fatalf("re-entry = %+v", g)
 	}
 	mustAcquire(t, b, place("f", "b"))
-	if res, _ := b.Release(ctx, again); res != engine.Remaining {
+	if res, _ := b.Release(ctx, again); res != store.Remaining {
 		t.Fatalf("release of the inner hold = %v", res)
 	}
 	noNotice(t, grant)
-	if res, _ := b.Release(ctx, place("f", "a")); res != engine.Freed {
+	if res, _ := b.Release(ctx, place("f", "a")); res != store.Freed {
 		t.Fatalf("release of the last hold = %v", res)
 	}
-	if n := nextNotice(t, grant); n.Grantee != engine.GranteeID("b") || n.Token <= first.Token {
+	if n := nextNotice(t, grant); n.Grantee != store.GranteeID("b") || n.Token <= first.Token {
 		t.Fatalf("grant %+v", n)
 	}
 }
@@ -353,7 +353,7 @@ func TestFairForceUnlock(t *testing.T) {
 	if ok, err := b.ForceUnlock(t.Context(), "f"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if n := nextNotice(t, grant); n.Grantee != engine.GranteeID("b") {
+	if n := nextNotice(t, grant); n.Grantee != store.GranteeID("b") {
 		t.Fatalf("grant %+v", n)
 	}
 }
@@ -401,11 +401,11 @@ func TestFairGrantExpiresWithPlace(t *testing.T) {
 	mustAcquire(t, b, place("f", "b"))
 	// b's place was last refreshed long ago: 800 ms of it are left.
 	b.rdb.ZAdd(ctx, b.cfg.Keys.QueueDeadlines("f"), redisZ(time.Now().Add(800*time.Millisecond), "b"))
-	if res, err := b.Release(ctx, place("f", "a")); err != nil || res != engine.Freed {
+	if res, err := b.Release(ctx, place("f", "a")); err != nil || res != store.Freed {
 		t.Fatal(res, err)
 	}
 	n := nextNotice(t, grant)
-	if n.Grantee != engine.GranteeID("b") || n.Lease != 5*time.Second || n.Seq != 1 {
+	if n.Grantee != store.GranteeID("b") || n.Lease != 5*time.Second || n.Seq != 1 {
 		t.Fatalf("grant %+v", n)
 	}
 	if ttl := b.rdb.PTTL(ctx, b.cfg.Keys.Lock("f")).Val(); ttl <= 0 || ttl > 800*time.Millisecond {

@@ -6,83 +6,41 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
-// The kinds of lock Inspect reports.
-const (
-	KindMutex  = "mutex" // a plain mutex
-	KindFair   = "fair"  // a fair mutex
-	KindElect  = "elect" // an election
-	KindRW     = "rw"    // a read-write lock
-	KindSem    = "sem"   // a semaphore
-	KindUnused = ""      // free, nobody waits in a queue
-)
-
-// State is what Inspect reports about one lock.
-type State struct {
-	Kind      string        // one of the Kind constants; a free lock's queue tells its kind
-	Holders   []Holder      // one for a mutex, any number of readers, or one writer
-	TTL       time.Duration // the lock's remaining lease (its last holder's); < 0 when free
-	LastToken uint64        // last fencing token issued; 0 when its counter expired
-	Queued    int           // live places in the queue (fair mutex, read-write lock)
-	// QueuedReaders and QueuedWriters split Queued for a read-write lock.
-	QueuedReaders, QueuedWriters int
-	// Capacity, Used and QueuedPermits are a semaphore's permits: its
-	// capacity (0 if not set), those held, those waited for.
-	Capacity, Used, QueuedPermits int
-	Watchers                      int // connections subscribed to a plain mutex's release channel
-}
-
-// Locked reports whether anyone holds the lock.
-func (s State) Locked() bool { return len(s.Holders) > 0 }
-
-// Holder returns the holder of a mutex (the first holder of a read-write
-// lock), or the zero Holder when the lock is free.
-func (s State) Holder() Holder {
-	if len(s.Holders) == 0 {
-		return Holder{}
-	}
-	return s.Holders[0]
-}
-
-// A Holder is one owner that holds a lock.
-type Holder struct {
-	Owner   string // secret: never show it
-	Token   uint64
-	Holds   int
-	Writes  int    // of the holds, those on the write side of a read-write lock
-	Permits int    // a semaphore's permits held (1 for the other kinds)
-	Value   string // an election's leader's value
-	Host    string
-	PID     int
-	Since   time.Time
-	TTL     time.Duration // what is left of the owner's lease
-	Revoked bool          // revoked (Revoke): it is told to stop, and its renewals are refused
+// The kinds of lock inspect.lua reports, by the names the scripts keep
+// in the lock hash and the queue ("" when free and nobody waits).
+var scriptKinds = map[string]store.Kind{
+	"mutex": store.Plain,
+	"fair":  store.Fair,
+	"elect": store.Election,
+	"rw":    store.Write,
+	"sem":   store.Semaphore,
 }
 
 // Inspect reads the state of the named lock.
-func (b *Backend) Inspect(ctx context.Context, name string) (State, error) {
+func (b *Backend) Inspect(ctx context.Context, name string) (store.State, error) {
 	k := b.cfg.Keys
 	res, err := inspectScript.Run(ctx, b.rdb, k.script(name, "")).Slice()
 	if err != nil {
-		return State{}, backendErr(ctx, err)
+		return store.State{}, backendErr(ctx, err)
 	}
 	st, err := parseState(res)
 	if err != nil {
-		return State{}, fmt.Errorf("%w: inspect: %w", engine.ErrBackend, err)
+		return store.State{}, fmt.Errorf("%w: inspect: %w", store.ErrBackend, err)
 	}
-	if st.Kind == KindMutex || st.Kind == KindUnused {
+	if st.Kind == store.Plain || !st.InUse {
 		st.Watchers, err = b.watchers(ctx, k.Channel(name))
 	}
 	return st, err
 }
 
 // parseState reads the reply of inspect.lua.
-func parseState(res []any) (State, error) {
+func parseState(res []any) (store.State, error) {
 	if len(res) < 9 {
-		return State{}, fmt.Errorf("unexpected reply %v", res)
+		return store.State{}, fmt.Errorf("unexpected reply %v", res)
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
 	num := func(v any) int64 {
@@ -92,22 +50,23 @@ func parseState(res []any) (State, error) {
 		n, _ := strconv.ParseInt(str(v), 10, 64)
 		return n
 	}
-	st := State{Kind: str(res[0]), TTL: replyTTL(res, 1), LastToken: uint64(num(res[2])),
+	kind, inUse := scriptKinds[str(res[0])]
+	st := store.State{Kind: kind, InUse: inUse, TTL: replyTTL(res, 1), LastToken: uint64(num(res[2])),
 		Queued: int(num(res[3])), QueuedReaders: int(num(res[4])), QueuedWriters: int(num(res[5])),
 		Capacity: int(num(res[6])), Used: int(num(res[7])), QueuedPermits: int(num(res[8]))}
 	for _, v := range res[9:] {
 		f, _ := v.([]any)
 		if len(f) != 11 {
-			return State{}, fmt.Errorf("unexpected holder %v", v)
+			return store.State{}, fmt.Errorf("unexpected holder %v", v)
 		}
-		st.Holders = append(st.Holders, Holder{
+		st.Holders = append(st.Holders, store.Holder{
 			Owner: str(f[0]), Token: uint64(num(f[1])), Holds: int(num(f[2])), Host: str(f[3]),
 			PID: int(num(f[4])), Since: time.UnixMilli(num(f[5])), TTL: time.Duration(num(f[6])) * time.Millisecond,
 			Writes: int(num(f[7])), Permits: int(num(f[8])), Value: str(f[9]), Revoked: num(f[10]) == 1,
 		})
 	}
-	if st.Kind == KindUnused && len(st.Holders) > 0 {
-		st.Kind = KindMutex
+	if !st.InUse && len(st.Holders) > 0 {
+		st.Kind, st.InUse = store.Plain, true
 	}
 	return st, nil
 }

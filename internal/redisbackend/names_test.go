@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
 	"github.com/distlock/distlock/redistest"
+	"github.com/distlock/distlock/store"
 )
 
 // oddNames are lock names the public API accepts (1 to 512 bytes of UTF-8
@@ -28,13 +28,13 @@ func TestQueuedKindsUnderOddNames(t *testing.T) {
 		Host: "a host with spaces", PID: 7})
 	t.Cleanup(func() { b.Close() })
 	kinds := []struct {
-		holder, waiter engine.Request
+		holder, waiter store.Request
 	}{
 		{place("", "h"), place("", "w")},
-		{engine.Request{Kind: engine.Election, Owner: "h", Hold: 1, Lease: time.Minute, Queue: 5 * time.Second, Seq: 1, Value: "v h"},
-			engine.Request{Kind: engine.Election, Owner: "w", Hold: 1, Lease: time.Minute, Queue: 5 * time.Second, Seq: 1, Value: "v w"}},
-		{rw("h", engine.Write), rw("w", engine.Read)},
-		{rw("h", engine.Read), rw("w", engine.Write)},
+		{store.Request{Kind: store.Election, Owner: "h", Hold: 1, Lease: time.Minute, Queue: 5 * time.Second, Seq: 1, Value: "v h"},
+			store.Request{Kind: store.Election, Owner: "w", Hold: 1, Lease: time.Minute, Queue: 5 * time.Second, Seq: 1, Value: "v w"}},
+		{rw("h", store.Write), rw("w", store.Read)},
+		{rw("h", store.Read), rw("w", store.Write)},
 		{sem("h", 2, 2), sem("w", 1, 2)},
 	}
 	for _, name := range oddNames {
@@ -51,7 +51,7 @@ func TestQueuedKindsUnderOddNames(t *testing.T) {
 			refresh := w
 			refresh.Seq = 2
 			var errs []error
-			b.Renew(t.Context(), []engine.Request{refresh}, func(_ int, g engine.Grant, err error) {
+			b.Renew(t.Context(), []store.Request{refresh}, func(_ int, g store.Grant, err error) {
 				if err == nil && !g.Queued {
 					err = errors.New("not queued")
 				}
@@ -63,11 +63,11 @@ func TestQueuedKindsUnderOddNames(t *testing.T) {
 			if st, err := b.Inspect(t.Context(), name); err != nil || len(st.Holders) != 1 || st.Holders[0].Host != "a host with spaces" || st.Holders[0].PID != 7 {
 				t.Fatalf("%v %q: inspect = %+v, %v", h.Kind, name, st, err)
 			}
-			release(t, b, h, engine.Freed)
-			if n := nextNotice(t, g); n.Grantee != engine.GranteeID("w") || n.Seq != 2 {
+			release(t, b, h, store.Freed)
+			if n := nextNotice(t, g); n.Grantee != store.GranteeID("w") || n.Seq != 2 {
 				t.Fatalf("%v %q: grant %+v", w.Kind, name, n)
 			}
-			release(t, b, w, engine.Freed)
+			release(t, b, w, store.Freed)
 		}
 	}
 }
@@ -85,8 +85,8 @@ func TestPlaceRecords(t *testing.T) {
 	mustAcquire(t, b, place("a b", "old"))
 	b.rdb.HSet(ctx, k.QueueInfo("a b"), "bad", "f 1 1 60000 5000 elsewhere 7 h")
 	b.rdb.HSet(ctx, k.QueueInfo("a b"), "old", "f 1 1 60000 5000 "+k.Grants("a b", b.id)+" 7 h")
-	release(t, b, place("a b", "h"), engine.Freed)
-	if n := nextNotice(t, g); n.Grantee != engine.GranteeID("old") {
+	release(t, b, place("a b", "h"), store.Freed)
+	if n := nextNotice(t, g); n.Grantee != store.GranteeID("old") {
 		t.Fatalf("grant %+v, want old's", n)
 	}
 	if b.rdb.HExists(ctx, k.QueueInfo("a b"), "bad").Val() {
@@ -102,15 +102,15 @@ func TestBatchItemFailsAlone(t *testing.T) {
 	b, _ := fairPair(t)
 	ctx := t.Context()
 	k := b.cfg.Keys
-	plain := func(name string) engine.Request {
-		return engine.Request{Name: name, Kind: engine.Plain, Owner: "o", Hold: 1, Lease: time.Minute, Seq: 1}
+	plain := func(name string) store.Request {
+		return store.Request{Name: name, Kind: store.Plain, Owner: "o", Hold: 1, Lease: time.Minute, Seq: 1}
 	}
-	permit := func(name string) engine.Request {
+	permit := func(name string) store.Request {
 		r := sem("o", 1, 1)
 		r.Name = name
 		return r
 	}
-	longer := func(r engine.Request) engine.Request { // renewed for two minutes
+	longer := func(r store.Request) store.Request { // renewed for two minutes
 		r.Seq, r.Lease, r.Queue = 2, 2*time.Minute, 0
 		return r
 	}
@@ -118,18 +118,18 @@ func TestBatchItemFailsAlone(t *testing.T) {
 	for _, c := range []struct {
 		script   string
 		take     func(name string)
-		renewal  func(name string) engine.Request
+		renewal  func(name string) store.Request
 		spoil    func(name string)
 		extended func(name string) time.Duration // what the renewal extended
 	}{
 		{"renew.lua",
 			func(name string) { mustAcquire(t, b, plain(name)) },
-			func(name string) engine.Request { return longer(plain(name)) },
+			func(name string) store.Request { return longer(plain(name)) },
 			func(name string) { spoil(k.Lock(name)) },
 			func(name string) time.Duration { return b.rdb.PTTL(ctx, k.Lock(name)).Val() }},
 		{"shared_renew.lua",
 			func(name string) { mustAcquire(t, b, permit(name)) },
-			func(name string) engine.Request { return longer(permit(name)) },
+			func(name string) store.Request { return longer(permit(name)) },
 			func(name string) { spoil(k.Holders(name)) },
 			func(name string) time.Duration { return b.rdb.PTTL(ctx, k.Holders(name)).Val() }},
 		{"refresh.lua",
@@ -137,7 +137,7 @@ func TestBatchItemFailsAlone(t *testing.T) {
 				mustAcquire(t, b, place(name, "holder"))
 				mustAcquire(t, b, place(name, "o"))
 			},
-			func(name string) engine.Request {
+			func(name string) store.Request {
 				r := place(name, "o")
 				r.Seq, r.Queue = 2, 2*time.Minute
 				return r
@@ -146,14 +146,14 @@ func TestBatchItemFailsAlone(t *testing.T) {
 			func(name string) time.Duration { return b.rdb.PTTL(ctx, k.QueueDeadlines(name)).Val() }},
 	} {
 		names := []string{c.script + " 1", c.script + " spoilt", c.script + " 2"}
-		var reqs []engine.Request
+		var reqs []store.Request
 		for _, name := range names {
 			c.take(name)
 			reqs = append(reqs, c.renewal(name))
 		}
 		c.spoil(names[1])
 		errs := renew(t, b, reqs)
-		if err := errs[1]; !errors.Is(err, engine.ErrBackend) || errors.Is(err, engine.ErrNotHeld) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		if err := errs[1]; !errors.Is(err, store.ErrBackend) || errors.Is(err, store.ErrNotHeld) || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("%s: the spoilt lock: %v, want an unknown outcome (ErrBackend) with Redis's error", c.script, err)
 		}
 		for _, i := range []int{0, 2} {

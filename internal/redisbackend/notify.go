@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -77,7 +77,7 @@ func (n *notifier) watch(ctx context.Context, channel string, deliver func(paylo
 	if n.closed {
 		n.mu.Unlock()
 		n.subMu.Unlock()
-		return nil, engine.ErrClosed
+		return nil, store.ErrClosed
 	}
 	g := n.groups[key]
 	fresh := g == nil
@@ -318,12 +318,12 @@ func (n *notifier) follow(g *group) {
 // each grant to an owner of this process, '<grantee> <token> <gseq>
 // <lease ms>' (queue.lua's grant_place). It returns nil for anything else (a
 // release).
-func parseGrants(payload string) []engine.Notice {
+func parseGrants(payload string) []store.Notice {
 	f := strings.Fields(payload)
 	if len(f) < 5 || f[0] != "g" || (len(f)-1)%4 != 0 {
 		return nil
 	}
-	var out []engine.Notice
+	var out []store.Notice
 	for i := 1; i < len(f); i += 4 {
 		tok, err1 := strconv.ParseUint(f[i+1], 10, 64)
 		seq, err2 := strconv.ParseUint(f[i+2], 10, 64)
@@ -331,7 +331,7 @@ func parseGrants(payload string) []engine.Notice {
 		if err1 != nil || err2 != nil || err3 != nil {
 			return nil
 		}
-		out = append(out, engine.Notice{Grantee: f[i], Token: tok, Seq: seq, Lease: time.Duration(ms) * time.Millisecond})
+		out = append(out, store.Notice{Grantee: f[i], Token: tok, Seq: seq, Lease: time.Duration(ms) * time.Millisecond})
 	}
 	return out
 }

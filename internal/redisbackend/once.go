@@ -7,50 +7,39 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
-// A Record says that a job that runs once has run: in which period (0 for
-// a job per key), by which holder of its lock, when, and how it ended.
-type Record struct {
-	Period uint64
-	Token  uint64
-	At     time.Time
-	PID    int
-	Host   string
-	Err    string // the job's error, "" if it succeeded
-}
-
-func (r Record) encode() string {
+func encodeRecord(r store.Record) string {
 	return fmt.Sprintf("%d %d %d %d %s\n%s", r.Period, r.Token, r.At.UnixMilli(), r.PID, r.Host, r.Err)
 }
 
-func decodeRecord(s string) (Record, bool) {
+func decodeRecord(s string) (store.Record, bool) {
 	head, errText, _ := strings.Cut(s, "\n")
 	f := strings.SplitN(head, " ", 5)
 	if len(f) != 5 {
-		return Record{}, false
+		return store.Record{}, false
 	}
 	p, err1 := strconv.ParseUint(f[0], 10, 64)
 	tok, err2 := strconv.ParseUint(f[1], 10, 64)
 	ms, err3 := strconv.ParseInt(f[2], 10, 64)
 	pid, err4 := strconv.Atoi(f[3])
 	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
-		return Record{}, false
+		return store.Record{}, false
 	}
-	return Record{Period: p, Token: tok, At: time.UnixMilli(ms), PID: pid, Host: f[4], Err: errText}, true
+	return store.Record{Period: p, Token: tok, At: time.UnixMilli(ms), PID: pid, Host: f[4], Err: errText}, true
 }
 
 // CheckOnce reads the record of the job name and the period the server's
 // clock is in (period 0: a job per key, and the period returned is 0). ok
 // is false when there is no record (or an unreadable one).
-func (b *Backend) CheckOnce(ctx context.Context, name string, period time.Duration) (now uint64, rec Record, ok bool, err error) {
+func (b *Backend) CheckOnce(ctx context.Context, name string, period time.Duration) (now uint64, rec store.Record, ok bool, err error) {
 	res, err := onceCheckScript.Run(ctx, b.rdb, []string{b.cfg.Keys.Done(name)}, period.Milliseconds()).Slice()
 	if err != nil {
-		return 0, Record{}, false, backendErr(ctx, err)
+		return 0, store.Record{}, false, backendErr(ctx, err)
 	}
 	if len(res) != 2 {
-		return 0, Record{}, false, fmt.Errorf("%w: once: unexpected reply %v", engine.ErrBackend, res)
+		return 0, store.Record{}, false, fmt.Errorf("%w: once: unexpected reply %v", store.ErrBackend, res)
 	}
 	now, _ = strconv.ParseUint(fmt.Sprint(res[0]), 10, 64)
 	if s, isString := res[1].(string); isString {
@@ -65,10 +54,10 @@ func (b *Backend) CheckOnce(ctx context.Context, name string, period time.Durati
 // ended): nothing is recorded then. Under replica acknowledgement, a record
 // that too few replicas acknowledged is reported true with an error
 // wrapping ErrNotReplicated: the master has it, a failover may lose it.
-func (b *Backend) RecordOnce(ctx context.Context, name string, rec Record, keep time.Duration) (bool, error) {
+func (b *Backend) RecordOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) (bool, error) {
 	rec.Host, rec.PID = b.cfg.Host, b.cfg.PID
 	cmd, ackErr := b.runAcked(ctx, onceDoneScript, scriptArgs(onceDoneScript, []string{b.cfg.Keys.Lock(name), b.cfg.Keys.Done(name)},
-		strconv.FormatUint(rec.Token, 10), rec.encode(), max(keep.Milliseconds(), 1)))
+		strconv.FormatUint(rec.Token, 10), encodeRecord(rec), max(keep.Milliseconds(), 1)))
 	n, err := cmd.Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
 	"github.com/distlock/distlock/redistest"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,14 +53,14 @@ func TestConcurrentCallsArePipelined(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < rounds; i++ {
-				r := engine.Request{Name: fmt.Sprint(g, "-", i), Owner: fmt.Sprint("o", g), Hold: 1, Lease: time.Minute}
+				r := store.Request{Name: fmt.Sprint(g, "-", i), Owner: fmt.Sprint("o", g), Hold: 1, Lease: time.Minute}
 				gr, err := b.Acquire(ctx, r)
 				if err != nil || !gr.Acquired {
 					errs <- fmt.Errorf("acquire %v: %+v %v", r, gr, err)
 					return
 				}
 				rel, err := b.Release(ctx, r)
-				if err != nil || rel != engine.Freed {
+				if err != nil || rel != store.Freed {
 					errs <- fmt.Errorf("release %v: %v %v", r, rel, err)
 					return
 				}

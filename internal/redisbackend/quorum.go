@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
 // AcquireToken makes one attempt to take the plain mutex r.Name for
@@ -19,25 +19,25 @@ import (
 // but the counter is not below token, nothing changes and counter reports
 // the counter: propose a higher token. Otherwise the outcome is Acquire's,
 // and so are the abandonment marks: an abandoned owner takes nothing.
-func (b *Backend) AcquireToken(ctx context.Context, r engine.Request, token uint64) (g engine.Grant, counter uint64, err error) {
+func (b *Backend) AcquireToken(ctx context.Context, r store.Request, token uint64) (g store.Grant, counter uint64, err error) {
 	if err := b.checkServer(ctx); err != nil {
-		return engine.Grant{}, 0, err
+		return store.Grant{}, 0, err
 	}
 	res, err := b.pipe.run(ctx, quorumAcquireScript,
 		append(b.plainCall(quorumAcquireScript, r, 1), strconv.FormatUint(token, 10))).Slice()
 	if err != nil {
-		return engine.Grant{}, 0, backendErr(ctx, err)
+		return store.Grant{}, 0, backendErr(ctx, err)
 	}
 	if code, ok := replyInt(res, 0); ok && code == -2 && len(res) == 2 {
 		c, err := replyToken(res, 1)
 		if err != nil {
-			return engine.Grant{}, 0, fmt.Errorf("%w: acquire: unexpected reply %v", engine.ErrBackend, res)
+			return store.Grant{}, 0, fmt.Errorf("%w: acquire: unexpected reply %v", store.ErrBackend, res)
 		}
-		return engine.Grant{}, c, nil
+		return store.Grant{}, c, nil
 	}
 	g, err = acquireOutcome(res)
-	if err != nil && err != engine.ErrWrongKind {
-		return engine.Grant{}, 0, fmt.Errorf("%w: acquire: %w", engine.ErrBackend, err)
+	if err != nil && err != store.ErrWrongKind {
+		return store.Grant{}, 0, fmt.Errorf("%w: acquire: %w", store.ErrBackend, err)
 	}
 	return g, 0, err
 }

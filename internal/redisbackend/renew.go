@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -47,11 +47,11 @@ func scriptOf(kind renewScriptKind) *redis.Script {
 	return renewScript
 }
 
-// Renew implements engine.Backend. Each Redis node gets one pipeline, all
+// Renew implements store.Store. Each Redis node gets one pipeline, all
 // of them at once: one round trip per node, whatever the number of locks
 // and places, and a node that does not answer holds up only its own
 // outcomes.
-func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(int, engine.Grant, error)) {
+func (b *Backend) Renew(ctx context.Context, rs []store.Request, report func(int, store.Grant, error)) {
 	var chunks []*renewChunk
 	type group struct {
 		slot int
@@ -64,7 +64,7 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 		switch {
 		case r.Queue > 0:
 			g.kind = refreshPlaces
-		case r.Kind == engine.Read || r.Kind == engine.Write || r.Kind == engine.Semaphore:
+		case r.Kind == store.Read || r.Kind == store.Write || r.Kind == store.Semaphore:
 			g.kind = renewHolders
 		}
 		if b.sharded {
@@ -82,7 +82,7 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 		case refreshPlaces:
 			c.keys = append(c.keys, k.script(r.Name, r.Owner)...)
 			capacity := 0
-			if r.Kind == engine.Semaphore {
+			if r.Kind == store.Semaphore {
 				capacity = r.Capacity
 			}
 			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Queue.Milliseconds(), r.Seq,
@@ -128,7 +128,7 @@ type nodeChunks struct {
 // seconds each time) until it reloads, so without this every renewal
 // until the lease's deadline would go to the dead master and the lock
 // would be lost even where the promoted replica has it.
-func (b *Backend) renewNode(ctx context.Context, g nodeChunks, report func(int, engine.Grant, error)) {
+func (b *Backend) renewNode(ctx context.Context, g nodeChunks, report func(int, store.Grant, error)) {
 	cc, ok := b.rdb.(*redis.ClusterClient)
 	if !ok {
 		b.renewChunks(ctx, g, report)
@@ -141,10 +141,10 @@ func (b *Backend) renewNode(ctx context.Context, g nodeChunks, report func(int, 
 	nctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	unreachable := false
-	b.renewChunks(nctx, g, func(i int, gr engine.Grant, err error) {
+	b.renewChunks(nctx, g, func(i int, gr store.Grant, err error) {
 		var rerr redis.Error
-		if err != nil && !errors.As(err, &rerr) && !errors.Is(err, engine.ErrNotHeld) && !errors.Is(err, engine.ErrSuperseded) &&
-			!errors.Is(err, engine.ErrNotReplicated) {
+		if err != nil && !errors.As(err, &rerr) && !errors.Is(err, store.ErrNotHeld) && !errors.Is(err, store.ErrSuperseded) &&
+			!errors.Is(err, store.ErrNotReplicated) {
 			unreachable = true
 		}
 		report(i, gr, err)
@@ -190,7 +190,7 @@ func (b *Backend) byNode(ctx context.Context, chunks []*renewChunk) []nodeChunks
 // renewChunks sends the chunks of g in one pipeline and reports every
 // outcome. Under replica acknowledgement the pipeline goes to g's master
 // (on a Cluster) and ends with WAIT (see replicas.go).
-func (b *Backend) renewChunks(ctx context.Context, g nodeChunks, report func(int, engine.Grant, error)) {
+func (b *Backend) renewChunks(ctx context.Context, g nodeChunks, report func(int, store.Grant, error)) {
 	chunks := g.chunks
 	if b.cfg.Replicas > 0 {
 		calls := make([]*ackedCall, len(chunks))
@@ -217,7 +217,7 @@ func (b *Backend) renewChunks(ctx context.Context, g nodeChunks, report func(int
 		for j, i := range c.idx {
 			switch {
 			case err != nil:
-				report(i, engine.Grant{}, backendErr(ctx, err))
+				report(i, store.Grant{}, backendErr(ctx, err))
 			case c.kind == refreshPlaces:
 				g, err := refreshOutcome(vals[j])
 				report(i, g, err)
@@ -226,7 +226,7 @@ func (b *Backend) renewChunks(ctx context.Context, g nodeChunks, report func(int
 				if err == nil && c.ackErr != nil {
 					err = c.ackErr // applied on the master only: not confirmed
 				}
-				report(i, engine.Grant{}, err)
+				report(i, store.Grant{}, err)
 			}
 		}
 	}

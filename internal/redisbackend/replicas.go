@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,7 +32,7 @@ import (
 //     copy was applied finds its work done and writes nothing;
 //   - a grant written by another client's script (a release, an
 //     abandonment) or found by a refresh is confirmed by the grantee's own
-//     renewal, the engine's confirmation (engine.GrantConfirmer): the grant
+//     renewal, the engine's confirmation (store.GrantConfirmer): the grant
 //     was written before that renewal, so the WAIT after the renewal
 //     covers it;
 //   - a place in a queue is not acknowledged: a place that a failover loses
@@ -267,14 +267,14 @@ func (b *Backend) acked(wait *redis.IntCmd) error {
 	n, err := wait.Result()
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: WAIT: %w", engine.ErrBackend, err)
+		return fmt.Errorf("%w: WAIT: %w", store.ErrBackend, err)
 	case n < int64(b.cfg.Replicas):
-		return fmt.Errorf("%w: %d of %d replicas within %v", engine.ErrNotReplicated, n, b.cfg.Replicas, b.cfg.ReplicaTimeout)
+		return fmt.Errorf("%w: %d of %d replicas within %v", store.ErrNotReplicated, n, b.cfg.Replicas, b.cfg.ReplicaTimeout)
 	}
 	return nil
 }
 
-// ConfirmGrants implements engine.GrantConfirmer: under replica
+// ConfirmGrants implements store.GrantConfirmer: under replica
 // acknowledgement, a grant written by another client's script counts once
 // the grantee's own renewal after it was acknowledged.
 func (b *Backend) ConfirmGrants() bool { return b.cfg.Replicas > 0 }

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,7 +16,7 @@ import (
 // {-1} (another kind), {-3} (a write re-entry by an owner that only
 // reads), {-4, cap} (more permits than the capacity); sem_acquire.lua adds
 // the capacity as the last element of the first three.
-func acquireOutcome(res []any) (engine.Grant, error) {
+func acquireOutcome(res []any) (store.Grant, error) {
 	code, ok := replyInt(res, 0)
 	var capacity int64
 	if ok && (code == 1 && len(res) == 6 || (code == 0 || code == 2) && len(res) == 3) {
@@ -26,21 +26,21 @@ func acquireOutcome(res []any) (engine.Grant, error) {
 	switch {
 	case !ok:
 	case code == -1:
-		return engine.Grant{}, engine.ErrWrongKind
+		return store.Grant{}, store.ErrWrongKind
 	case code == -3:
-		return engine.Grant{}, fmt.Errorf("%w: the owner only reads now", engine.ErrDeadlock)
+		return store.Grant{}, fmt.Errorf("%w: the owner only reads now", store.ErrDeadlock)
 	case code == -4:
 		c, _ := replyInt(res, 1)
-		return engine.Grant{Capacity: int(c)}, fmt.Errorf("%w: more permits than the semaphore's %d", engine.ErrInvalidOption, c)
+		return store.Grant{Capacity: int(c)}, fmt.Errorf("%w: more permits than the semaphore's %d", store.ErrInvalidOption, c)
 	case code == 0 || code == 2:
-		return engine.Grant{Queued: code == 2, TTL: replyTTL(res, 1), Capacity: int(capacity)}, nil
+		return store.Grant{Queued: code == 2, TTL: replyTTL(res, 1), Capacity: int(capacity)}, nil
 	case code == 1 && (len(res) == 3 || len(res) == 5):
 		tok, err := replyToken(res, 1)
 		holds, ok := replyInt(res, 2)
 		if err != nil || !ok {
 			break
 		}
-		g := engine.Grant{Acquired: true, Token: tok, Holds: int(holds), Capacity: int(capacity)}
+		g := store.Grant{Acquired: true, Token: tok, Holds: int(holds), Capacity: int(capacity)}
 		if len(res) == 5 {
 			seq, ok1 := replyInt(res, 3)
 			lease, ok2 := replyInt(res, 4)
@@ -51,16 +51,16 @@ func acquireOutcome(res []any) (engine.Grant, error) {
 		}
 		return g, nil
 	}
-	return engine.Grant{}, fmt.Errorf("unexpected reply %v", res)
+	return store.Grant{}, fmt.Errorf("unexpected reply %v", res)
 }
 
 // refreshOutcome reads one reply of refresh.lua: {1, token, gseq, glease}
 // (acquired), {2, pttl} (queued), with a semaphore's capacity added to
 // both, {0} (no place), or an error reply: that waiter's step failed, its
 // outcome is unknown.
-func refreshOutcome(v any) (engine.Grant, error) {
+func refreshOutcome(v any) (store.Grant, error) {
 	if err := itemError(v); err != nil {
-		return engine.Grant{}, fmt.Errorf("%w: refresh: %w", engine.ErrBackend, err)
+		return store.Grant{}, fmt.Errorf("%w: refresh: %w", store.ErrBackend, err)
 	}
 	res, _ := v.([]any)
 	code, ok := replyInt(res, 0)
@@ -72,19 +72,19 @@ func refreshOutcome(v any) (engine.Grant, error) {
 	switch {
 	case !ok:
 	case code == 0 && len(res) == 1:
-		return engine.Grant{}, fmt.Errorf("%w: the place in the queue is gone", engine.ErrNotHeld)
+		return store.Grant{}, fmt.Errorf("%w: the place in the queue is gone", store.ErrNotHeld)
 	case code == 2 && len(res) == 2:
-		return engine.Grant{Queued: true, TTL: replyTTL(res, 1), Capacity: int(capacity)}, nil
+		return store.Grant{Queued: true, TTL: replyTTL(res, 1), Capacity: int(capacity)}, nil
 	case code == 1 && len(res) == 4:
 		tok, err := replyToken(res, 1)
 		seq, ok1 := replyInt(res, 2)
 		lease, ok2 := replyInt(res, 3)
 		if err == nil && ok1 && ok2 {
-			return engine.Grant{Acquired: true, Token: tok, Seq: uint64(seq), Lease: time.Duration(lease) * time.Millisecond,
+			return store.Grant{Acquired: true, Token: tok, Seq: uint64(seq), Lease: time.Duration(lease) * time.Millisecond,
 				Capacity: int(capacity)}, nil
 		}
 	}
-	return engine.Grant{}, fmt.Errorf("%w: refresh: unexpected reply %v", engine.ErrBackend, v)
+	return store.Grant{}, fmt.Errorf("%w: refresh: unexpected reply %v", store.ErrBackend, v)
 }
 
 // renewOutcome reads one reply of renew.lua or shared_renew.lua: 1
@@ -92,18 +92,18 @@ func refreshOutcome(v any) (engine.Grant, error) {
 // step failed, its outcome is unknown.
 func renewOutcome(v any) error {
 	if err := itemError(v); err != nil {
-		return fmt.Errorf("%w: renew: %w", engine.ErrBackend, err)
+		return fmt.Errorf("%w: renew: %w", store.ErrBackend, err)
 	}
 	n, ok := v.(int64)
 	switch {
 	case ok && n == 1:
 		return nil
 	case ok && n == 2:
-		return engine.ErrSuperseded
+		return store.ErrSuperseded
 	case ok && n == 0:
-		return fmt.Errorf("%w: renewal found another owner or none", engine.ErrNotHeld)
+		return fmt.Errorf("%w: renewal found another owner or none", store.ErrNotHeld)
 	}
-	return fmt.Errorf("%w: renew: unexpected reply %v", engine.ErrBackend, v)
+	return fmt.Errorf("%w: renew: unexpected reply %v", store.ErrBackend, v)
 }
 
 // itemError returns the error of one item of a batch script's replies

@@ -5,11 +5,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
-// WatchRevoked implements engine.Revoker: it subscribes to the channel of
+// WatchRevoked implements store.RevokeWatcher: it subscribes to the channel of
 // this process (Keys.HolderChannel of Config.Host and Config.PID), on which
 // ForceUnlock tells a holder's process that its lock is gone, and passes
 // each notice to fn, until stop is called. Every Backend of the process
@@ -61,4 +61,4 @@ func (b *Backend) WatchRevoked(ctx context.Context, fn func(name, grantee string
 	}, nil
 }
 
-var _ engine.Revoker = (*Backend)(nil)
+var _ store.RevokeWatcher = (*Backend)(nil)

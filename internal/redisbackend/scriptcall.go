@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -57,7 +57,7 @@ func firstKey(args []any) string {
 // plainCall returns the start of a call of script (acquire.lua or
 // quorum_acquire.lua) by r: the four keys of a plain mutex and the
 // arguments the two scripts share, with room for more arguments after them.
-func (b *Backend) plainCall(script *redis.Script, r engine.Request, more int) []any {
+func (b *Backend) plainCall(script *redis.Script, r store.Request, more int) []any {
 	keys := b.cfg.Keys.plain(r.Name, r.Owner)
 	call := callArgs(script, len(keys), len(keys)+5+more)
 	for _, k := range keys {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
 // A semaphore's capacity outlives every holder's lease and every place,
@@ -27,7 +27,7 @@ func TestSemaphoreCapacityOutlivesHoldersAndPlaces(t *testing.T) {
 	}
 	renewal := a
 	renewal.Seq, renewal.Lease, renewal.Queue = 2, 10*time.Minute, 0
-	if errs := renew(t, b, []engine.Request{renewal}); errs[0] != nil {
+	if errs := renew(t, b, []store.Request{renewal}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if ttl := capTTL(); ttl < 9*time.Minute {
@@ -42,7 +42,7 @@ func TestSemaphoreCapacityOutlivesHoldersAndPlaces(t *testing.T) {
 		t.Fatalf("capacity TTL %v beside a place of 1h", ttl)
 	}
 	w.Seq, w.Queue = 2, 2*time.Hour
-	if errs := renew(t, b, []engine.Request{w}); errs[0] != nil {
+	if errs := renew(t, b, []store.Request{w}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if ttl := capTTL(); ttl < 119*time.Minute {
@@ -64,7 +64,7 @@ func TestSemaphoreRefreshAfterRetentionKeepsCapacity(t *testing.T) {
 	if _, _, err := b.SetPermits(ctx, "s", 1); err != nil {
 		t.Fatal(err)
 	}
-	var ws []engine.Request
+	var ws []store.Request
 	for _, owner := range []string{"w1", "w2"} {
 		w := sem(owner, 1, 3)
 		w.Queue = time.Minute
@@ -82,8 +82,8 @@ func TestSemaphoreRefreshAfterRetentionKeepsCapacity(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var gs [2]engine.Grant
-	b.Renew(ctx, ws, func(i int, g engine.Grant, err error) {
+	var gs [2]store.Grant
+	b.Renew(ctx, ws, func(i int, g store.Grant, err error) {
 		if err != nil {
 			t.Errorf("refresh %d: %v", i, err)
 		}
@@ -103,7 +103,7 @@ func TestSemaphoreShrinkDropsEveryWaiterThatCannotFit(t *testing.T) {
 	b, _ := fairPair(t)
 	ctx := t.Context()
 	mustAcquire(t, b, sem("a", 3, 3))
-	for _, w := range []engine.Request{sem("small", 1, 3), sem("big", 3, 3), sem("two", 2, 3), sem("bigger", 3, 3)} {
+	for _, w := range []store.Request{sem("small", 1, 3), sem("big", 3, 3), sem("two", 2, 3), sem("bigger", 3, 3)} {
 		if g := mustAcquire(t, b, w); !g.Queued {
 			t.Fatalf("%s: %+v", w.Owner, g)
 		}
@@ -114,9 +114,9 @@ func TestSemaphoreShrinkDropsEveryWaiterThatCannotFit(t *testing.T) {
 	if st := semState(t, b); st.Queued != 2 || st.QueuedPermits != 3 {
 		t.Fatalf("after shrinking to 2: %+v, want small and two queued", st)
 	}
-	for _, w := range []engine.Request{sem("big", 3, 3), sem("bigger", 3, 3)} {
+	for _, w := range []store.Request{sem("big", 3, 3), sem("bigger", 3, 3)} {
 		w.Seq = 2
-		if errs := renew(t, b, []engine.Request{w}); errs[0] == nil {
+		if errs := renew(t, b, []store.Request{w}); errs[0] == nil {
 			t.Fatalf("refresh of %s's dropped place: nil, want ErrNotHeld", w.Owner)
 		}
 	}
@@ -133,11 +133,11 @@ func TestRefreshCarriesCapacity(t *testing.T) {
 	mustAcquire(t, b, place("f", "h"))
 	f := place("f", "fw")
 	mustAcquire(t, b, f)
-	refresh := func(r engine.Request, seq uint64) engine.Grant {
+	refresh := func(r store.Request, seq uint64) store.Grant {
 		t.Helper()
 		r.Seq = seq
-		var g engine.Grant
-		b.Renew(ctx, []engine.Request{r}, func(_ int, gr engine.Grant, err error) {
+		var g store.Grant
+		b.Renew(ctx, []store.Request{r}, func(_ int, gr store.Grant, err error) {
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,17 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
 // sem is the request of a new owner of n permits of the semaphore s, whose
 // capacity the caller believes to be capacity.
-func sem(owner string, n, capacity int) engine.Request {
-	return engine.Request{Name: "s", Kind: engine.Semaphore, Owner: owner, Hold: 1, Lease: time.Minute,
+func sem(owner string, n, capacity int) store.Request {
+	return store.Request{Name: "s", Kind: store.Semaphore, Owner: owner, Hold: 1, Lease: time.Minute,
 		Queue: 5 * time.Second, Seq: 1, Permits: n, Capacity: capacity}
 }
 
-func semState(t *testing.T, b *Backend) State {
+func semState(t *testing.T, b *Backend) store.State {
 	t.Helper()
 	st, err := b.Inspect(t.Context(), "s")
 	if err != nil {
@@ -37,16 +37,16 @@ func TestSemaphoreCapacityAndOrder(t *testing.T) {
 		t.Fatalf("c on a full semaphore: %+v, want queued", c)
 	}
 	mustAcquire(t, b, sem("d", 1, 3))
-	if st := semState(t, b); st.Kind != KindSem || st.Capacity != 3 || st.Used != 3 || st.Queued != 2 || st.QueuedPermits != 3 || len(st.Holders) != 2 {
+	if st := semState(t, b); st.Kind != store.Semaphore || st.Capacity != 3 || st.Used != 3 || st.Queued != 2 || st.QueuedPermits != 3 || len(st.Holders) != 2 {
 		t.Fatalf("state: %+v", st)
 	}
-	release(t, b, sem("a", 2, 3), engine.Freed)
-	if n := nextNotice(t, g); n.Grantee != engine.GranteeID("c") {
+	release(t, b, sem("a", 2, 3), store.Freed)
+	if n := nextNotice(t, g); n.Grantee != store.GranteeID("c") {
 		t.Fatalf("grant after a: %+v", n)
 	}
 	noNotice(t, g) // d does not fit yet: b 1 + c 2
-	release(t, b, sem("b", 1, 3), engine.Freed)
-	if n := nextNotice(t, g); n.Grantee != engine.GranteeID("d") {
+	release(t, b, sem("b", 1, 3), store.Freed)
+	if n := nextNotice(t, g); n.Grantee != store.GranteeID("d") {
 		t.Fatalf("grant after b: %+v", n)
 	}
 	if st := semState(t, b); st.Used != 3 || st.Queued != 0 {
@@ -71,13 +71,13 @@ func TestSemaphoreLargeRequestNotStarved(t *testing.T) {
 	if g := mustAcquire(t, b, try); g.Acquired || g.Queued {
 		t.Fatalf("TryAcquire past a waiting request: %+v", g)
 	}
-	release(t, b, sem("a", 1, 3), engine.Freed)
-	if n := nextNotice(t, g); n.Grantee != engine.GranteeID("big") {
+	release(t, b, sem("a", 1, 3), store.Freed)
+	if n := nextNotice(t, g); n.Grantee != store.GranteeID("big") {
 		t.Fatalf("grant: %+v", n)
 	}
 	noNotice(t, g)
-	release(t, b, sem("big", 3, 3), engine.Freed)
-	if n := nextNotice(t, g); n.Grantee != engine.GranteeID("small") {
+	release(t, b, sem("big", 3, 3), store.Freed)
+	if n := nextNotice(t, g); n.Grantee != store.GranteeID("small") {
 		t.Fatalf("grant: %+v", n)
 	}
 }
@@ -97,13 +97,13 @@ func TestSemaphoreCapacityStoredAndSet(t *testing.T) {
 	if ttl := b.rdb.PTTL(ctx, b.cfg.Keys.Capacity("s")).Val(); ttl < 50*time.Second {
 		t.Fatalf("capacity TTL %v, want the fence retention (1m here)", ttl)
 	}
-	if _, err := b.Acquire(ctx, sem("huge", 3, 5)); !errors.Is(err, engine.ErrInvalidOption) || errors.Is(err, engine.ErrBackend) {
+	if _, err := b.Acquire(ctx, sem("huge", 3, 5)); !errors.Is(err, store.ErrInvalidOption) || errors.Is(err, store.ErrBackend) {
 		t.Fatalf("3 permits of 2: %v, want ErrInvalidOption", err)
 	}
 	if before, held, err := b.SetPermits(ctx, "s", 3); err != nil || before != 2 || held != 3 {
 		t.Fatalf("SetPermits(3) = %d, %d, %v; want 2 before, and 3 held once b is let in", before, held, err)
 	}
-	if n := nextNotice(t, g); n.Grantee != engine.GranteeID("b") {
+	if n := nextNotice(t, g); n.Grantee != store.GranteeID("b") {
 		t.Fatalf("grant after growing: %+v", n)
 	}
 	if _, _, err := b.SetPermits(ctx, "s", 1); err != nil {
@@ -115,10 +115,10 @@ func TestSemaphoreCapacityStoredAndSet(t *testing.T) {
 	if c := mustAcquire(t, b, sem("c", 1, 1)); !c.Queued {
 		t.Fatalf("acquisition over a shrunk capacity: %+v, want queued", c)
 	}
-	release(t, b, sem("a", 2, 2), engine.Freed)
+	release(t, b, sem("a", 2, 2), store.Freed)
 	noNotice(t, g) // b still holds 1 of 1
-	release(t, b, sem("b", 1, 5), engine.Freed)
-	if n := nextNotice(t, g); n.Grantee != engine.GranteeID("c") {
+	release(t, b, sem("b", 1, 5), store.Freed)
+	if n := nextNotice(t, g); n.Grantee != store.GranteeID("c") {
 		t.Fatalf("grant once below the new capacity: %+v", n)
 	}
 }
@@ -141,15 +141,15 @@ func TestSemaphoreLeases(t *testing.T) {
 	}
 	r := sem("live", 1, 2)
 	r.Queue, r.Seq = 0, 2
-	if errs := renew(t, b, []engine.Request{r}); errs[0] != nil {
+	if errs := renew(t, b, []store.Request{r}); errs[0] != nil {
 		t.Fatalf("renewal: %v", errs[0])
 	}
 	b.rdb.ZAdd(ctx, k.Holders("s"), redisZ(time.Now().Add(-time.Second), "dead"))
-	release(t, b, sem("live", 1, 2), engine.Freed) // the release purges the dead holder too
-	if n := nextNotice(t, g); n.Grantee != engine.GranteeID("w") {
+	release(t, b, sem("live", 1, 2), store.Freed) // the release purges the dead holder too
+	if n := nextNotice(t, g); n.Grantee != store.GranteeID("w") {
 		t.Fatalf("grant after the dead holder's lease: %+v", n)
 	}
-	release(t, b, sem("w", 2, 2), engine.Freed)
+	release(t, b, sem("w", 2, 2), store.Freed)
 	keys := b.rdb.Keys(ctx, "t:{s}*").Val()
 	if len(keys) != 2 {
 		t.Fatalf("keys left: %v, want the counter and the capacity", keys)
@@ -160,19 +160,19 @@ func TestSemaphoreLeases(t *testing.T) {
 func TestSemaphoreKindsDoNotMix(t *testing.T) {
 	b, _ := fairPair(t)
 	mustAcquire(t, b, sem("a", 1, 2))
-	for _, r := range []engine.Request{{Name: "s", Owner: "p", Hold: 1, Lease: time.Minute}, place("s", "q"), rw("z", engine.Write)} {
+	for _, r := range []store.Request{{Name: "s", Owner: "p", Hold: 1, Lease: time.Minute}, place("s", "q"), rw("z", store.Write)} {
 		r.Name = "s"
-		if _, err := b.Acquire(t.Context(), r); !errors.Is(err, engine.ErrWrongKind) {
+		if _, err := b.Acquire(t.Context(), r); !errors.Is(err, store.ErrWrongKind) {
 			t.Fatalf("%v acquire of a semaphore: %v", r.Kind, err)
 		}
 	}
-	mustAcquire(t, b, rw("r", engine.Read)) // lock f
+	mustAcquire(t, b, rw("r", store.Read)) // lock f
 	other := sem("x", 1, 2)
 	other.Name = "f"
-	if _, err := b.Acquire(t.Context(), other); !errors.Is(err, engine.ErrWrongKind) {
+	if _, err := b.Acquire(t.Context(), other); !errors.Is(err, store.ErrWrongKind) {
 		t.Fatalf("semaphore acquire of a read-write lock: %v", err)
 	}
-	if _, _, err := b.SetPermits(t.Context(), "f", 3); !errors.Is(err, engine.ErrWrongKind) {
+	if _, _, err := b.SetPermits(t.Context(), "f", 3); !errors.Is(err, store.ErrWrongKind) {
 		t.Fatalf("SetPermits of a read-write lock: %v", err)
 	}
 }
@@ -197,16 +197,16 @@ func TestSemaphoreShrinkDropsWaiterThatCannotFit(t *testing.T) {
 	if st := semState(t, b); st.Queued != 1 || st.QueuedPermits != 1 {
 		t.Fatalf("after shrinking below a waiter's request: %+v, want only small queued", st)
 	}
-	release(t, b, sem("a", 2, 3), engine.Freed)
-	if n := nextNotice(t, g); n.Grantee != engine.GranteeID("small") {
+	release(t, b, sem("a", 2, 3), store.Freed)
+	if n := nextNotice(t, g); n.Grantee != store.GranteeID("small") {
 		t.Fatalf("grant after a: %+v, want small (big can never fit)", n)
 	}
 	r := sem("big", 3, 3)
 	r.Seq = 2
-	if errs := renew(t, b, []engine.Request{r}); !errors.Is(errs[0], engine.ErrNotHeld) {
+	if errs := renew(t, b, []store.Request{r}); !errors.Is(errs[0], store.ErrNotHeld) {
 		t.Fatalf("refresh of the dropped place: %v, want ErrNotHeld", errs[0])
 	}
-	if _, err := b.Acquire(ctx, sem("big2", 3, 3)); !errors.Is(err, engine.ErrInvalidOption) {
+	if _, err := b.Acquire(ctx, sem("big2", 3, 3)); !errors.Is(err, store.ErrInvalidOption) {
 		t.Fatalf("asking again for 3 of 2: %v, want ErrInvalidOption", err)
 	}
 }
@@ -230,13 +230,13 @@ func TestSemaphoreInspectCountsLiveHolders(t *testing.T) {
 func TestSemaphoreSetPermitsOverOtherQueue(t *testing.T) {
 	b, _ := fairPair(t)
 	ctx := t.Context()
-	mustAcquire(t, b, rw("w", engine.Write))
-	other := rw("r", engine.Read)
+	mustAcquire(t, b, rw("w", store.Write))
+	other := rw("r", store.Read)
 	if g := mustAcquire(t, b, other); !g.Queued {
 		t.Fatalf("reader: %+v", g)
 	}
 	b.rdb.Del(ctx, b.cfg.Keys.Lock("f"), b.cfg.Keys.Holders("f")) // the writer's lease ran out
-	if _, _, err := b.SetPermits(ctx, "f", 3); !errors.Is(err, engine.ErrWrongKind) {
+	if _, _, err := b.SetPermits(ctx, "f", 3); !errors.Is(err, store.ErrWrongKind) {
 		t.Fatalf("SetPermits over a queue of readers: %v, want ErrWrongKind", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,7 +18,7 @@ var MinVersion = [2]int{6, 2}
 // checkServer refuses servers older than MinVersion, once per Backend. A
 // user whose ACL forbids INFO is trusted to run a recent server.
 //
-// Its errors wrap engine.ErrUnsent: the request it was to precede is not
+// Its errors wrap store.ErrUnsent: the request it was to precede is not
 // sent.
 func (b *Backend) checkServer(ctx context.Context) error {
 	if b.checked.Load() {
@@ -43,7 +43,7 @@ func (b *Backend) checkServer(ctx context.Context) error {
 		return nil
 	}
 	if !atLeast(v, MinVersion) {
-		return notSent(fmt.Errorf("%w: Redis %s is older than %d.%d", engine.ErrUnsupported, v, MinVersion[0], MinVersion[1]))
+		return notSent(fmt.Errorf("%w: Redis %s is older than %d.%d", store.ErrUnsupported, v, MinVersion[0], MinVersion[1]))
 	}
 	b.checked.Store(true)
 	return nil

@@ -8,14 +8,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
 // maxRounds bounds the proposals of one acquisition attempt: a proposal
 // that some nodes refuse as too low is made again above what they hold.
 const maxRounds = 3
 
-// Acquire implements engine.Backend: it asks every node at once to take
+// Acquire implements store.Store: it asks every node at once to take
 // the lock with one proposed fencing token, and holds it once a quorum
 // did. When too many nodes failed for a quorum, it returns an error
 // wrapping ErrBackend (and the engine abandons the owner). Otherwise it
@@ -26,9 +26,9 @@ const maxRounds = 3
 // Only the validity is left to the engine: it measures the lease from
 // before the first request was sent, less a margin for clock drift, and
 // treats a grant that comes after that deadline as no grant.
-func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, error) {
-	if r.Kind != engine.Plain {
-		return engine.Grant{}, Unsupported(r.Kind)
+func (b *Backend) Acquire(ctx context.Context, r store.Request) (store.Grant, error) {
+	if r.Kind != store.Plain {
+		return store.Grant{}, Unsupported(r.Kind)
 	}
 	if r.Reenter {
 		return b.reenter(ctx, r)
@@ -39,7 +39,7 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 		t := b.acquireRound(ctx, r, token, touched)
 		if t.acquired >= b.quorum {
 			b.saw(token)
-			return engine.Grant{Acquired: true, Token: token, Holds: 1}, nil
+			return store.Grant{Acquired: true, Token: token, Holds: 1}, nil
 		}
 		if t.low > 0 && t.acquired+t.low >= b.quorum && round < maxRounds {
 			b.saw(t.counter)
@@ -51,15 +51,15 @@ func (b *Backend) Acquire(ctx context.Context, r engine.Request) (engine.Grant, 
 			// outcome was known) for a quorum, whoever holds the others.
 			// The engine abandons the owner, in the background, after an
 			// error: the masters that failed may not answer for a while.
-			return engine.Grant{}, b.noQuorum("acquire", t.failed+t.pending, t.err)
+			return store.Grant{}, b.noQuorum("acquire", t.failed+t.pending, t.err)
 		}
 		if err := b.giveUp(ctx, r, touched); err != nil {
-			return engine.Grant{}, err
+			return store.Grant{}, err
 		}
 		if t.wrongKind >= b.quorum {
-			return engine.Grant{}, engine.ErrWrongKind
+			return store.Grant{}, store.ErrWrongKind
 		}
-		return engine.Grant{TTL: t.retryIn(b.quorum, len(b.nodes), r.Lease)}, nil
+		return store.Grant{TTL: t.retryIn(b.quorum, len(b.nodes), r.Lease)}, nil
 	}
 }
 
@@ -88,7 +88,7 @@ const (
 // outcome is known: a quorum acquired, or it cannot any more. It records in
 // touched what the attempt did on each node (over all its rounds: a node
 // taken, or perhaps taken, in an earlier round stays so).
-func (b *Backend) acquireRound(ctx context.Context, r engine.Request, token uint64, touched []touch) tally {
+func (b *Backend) acquireRound(ctx context.Context, r store.Request, token uint64, touched []touch) tally {
 	var t tally
 	answered := make([]bool, len(b.nodes))
 	defer func() {
@@ -100,7 +100,7 @@ func (b *Backend) acquireRound(ctx context.Context, r engine.Request, token uint
 	}()
 	pending := len(b.nodes)
 	type result struct {
-		g       engine.Grant
+		g       store.Grant
 		counter uint64
 	}
 	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (result, error) {
@@ -108,9 +108,9 @@ func (b *Backend) acquireRound(ctx context.Context, r engine.Request, token uint
 		return result{g, c}, err
 	}, func(rep reply[result]) bool {
 		pending--
-		answered[rep.node] = rep.err == nil || errors.Is(rep.err, engine.ErrWrongKind)
+		answered[rep.node] = rep.err == nil || errors.Is(rep.err, store.ErrWrongKind)
 		switch g := rep.val.g; {
-		case errors.Is(rep.err, engine.ErrWrongKind):
+		case errors.Is(rep.err, store.ErrWrongKind):
 			t.wrongKind++
 			t.held = append(t.held, -1)
 		case rep.err != nil:
@@ -161,10 +161,10 @@ func (t tally) retryIn(quorum, nodes int, lease time.Duration) time.Duration {
 // wait for it, and if it does not answer (it is down, or frozen), a late
 // request may take the lock there, on this one node, for one lease. A
 // node that refused needs nothing.
-func (b *Backend) giveUp(ctx context.Context, r engine.Request, touched []touch) error {
+func (b *Backend) giveUp(ctx context.Context, r store.Request, touched []touch) error {
 	r.Hold = 0
 	abandon := r
-	abandon.Lease = engine.AbandonFor(r.Lease)
+	abandon.Lease = store.AbandonFor(r.Lease)
 	releases := 0
 	for _, t := range touched {
 		if t == taken {
@@ -202,14 +202,14 @@ func (b *Backend) giveUp(ctx context.Context, r engine.Request, touched []touch)
 
 // reenter adds hold r.Hold to a lock that r.Owner holds: acquired when a
 // quorum added it, not acquired (the hold is lost) when a quorum cannot.
-// A hold added on fewer nodes is released by the engine.
-func (b *Backend) reenter(ctx context.Context, r engine.Request) (engine.Grant, error) {
+// A hold added on fewer nodes is released by the store.
+func (b *Backend) reenter(ctx context.Context, r store.Request) (store.Grant, error) {
 	var added, refused, failed, holds int
 	var token uint64
 	var first error
-	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (engine.Grant, error) {
+	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (store.Grant, error) {
 		return n.Acquire(ctx, r)
-	}, func(rep reply[engine.Grant]) bool {
+	}, func(rep reply[store.Grant]) bool {
 		switch {
 		case rep.err != nil:
 			failed++
@@ -227,18 +227,18 @@ func (b *Backend) reenter(ctx context.Context, r engine.Request) (engine.Grant, 
 	}, nil)
 	switch {
 	case added >= b.quorum:
-		return engine.Grant{Acquired: true, Token: token, Holds: holds}, nil
+		return store.Grant{Acquired: true, Token: token, Holds: holds}, nil
 	case refused > len(b.nodes)-b.quorum:
-		return engine.Grant{TTL: -1}, nil
+		return store.Grant{TTL: -1}, nil
 	}
-	return engine.Grant{}, b.noQuorum("re-enter", failed, first)
+	return store.Grant{}, b.noQuorum("re-enter", failed, first)
 }
 
-// AcquireAll implements engine.Backend: one member at a time, each with
+// AcquireAll implements store.Store: one member at a time, each with
 // Acquire (the members are not taken in one atomic step; the engine
 // abandons those taken when a later one is not).
-func (b *Backend) AcquireAll(ctx context.Context, rs []engine.Request) ([]engine.Grant, error) {
-	return engine.AcquireEach(ctx, b, rs)
+func (b *Backend) AcquireAll(ctx context.Context, rs []store.Request) ([]store.Grant, error) {
+	return store.AcquireEach(ctx, b, rs)
 }
 
 // propose returns a fencing token to propose: this machine's clock in µs,

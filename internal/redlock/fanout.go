@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
 // A reply is one node's answer to a request sent to every node.
@@ -35,7 +35,7 @@ func fanOut[T any](b *Backend, ctx context.Context, timeout time.Duration,
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	b.bg.Add(n)
 	noReply := func(i int) error {
-		return fmt.Errorf("%w: master %s: no reply within %v", engine.ErrBackend, b.nodes[i].addr, timeout)
+		return fmt.Errorf("%w: master %s: no reply within %v", store.ErrBackend, b.nodes[i].addr, timeout)
 	}
 	for i, nd := range b.nodes {
 		go func() {
@@ -94,22 +94,22 @@ func fanOut[T any](b *Backend, ctx context.Context, timeout time.Duration,
 	}()
 }
 
-// asSent hides engine.ErrUnsent in a node's err: one master's request that
+// asSent hides store.ErrUnsent in a node's err: one master's request that
 // was not sent says nothing of the others', so no error of the quorum's
 // claims that its request was not sent.
 func asSent(err error) error {
-	if err == nil || !errors.Is(err, engine.ErrUnsent) {
+	if err == nil || !errors.Is(err, store.ErrUnsent) {
 		return err
 	}
 	return sentError{err}
 }
 
 // A sentError is err, matching every error that err matches but
-// engine.ErrUnsent.
+// store.ErrUnsent.
 type sentError struct{ err error }
 
 func (e sentError) Error() string { return e.err.Error() }
 func (e sentError) Is(target error) bool {
-	return target != engine.ErrUnsent && errors.Is(e.err, target)
+	return target != store.ErrUnsent && errors.Is(e.err, target)
 }
 func (e sentError) As(target any) bool { return errors.As(e.err, target) }

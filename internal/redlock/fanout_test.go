@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
 // A node that does not answer within the node timeout fails with
@@ -26,7 +26,7 @@ func TestFanOutTimeoutIsNotTheCallersDeadline(t *testing.T) {
 			},
 			func(r reply[struct{}]) bool { errs = append(errs, r.err); return false }, nil)
 		for _, err := range errs {
-			if !errors.Is(err, engine.ErrBackend) || errors.Is(err, context.DeadlineExceeded) {
+			if !errors.Is(err, store.ErrBackend) || errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("a node's timeout: %v; want ErrBackend, not the context's error", err)
 			}
 		}

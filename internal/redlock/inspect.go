@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/store"
 )
 
 // Inspect reads the lock on every node. The lock is held by the owner
@@ -17,19 +17,19 @@ import (
 // given up, does not count). LastToken is the highest counter of any node,
 // Watchers the most subscribers any node has. It fails with an error
 // wrapping ErrBackend when fewer than a quorum of nodes answer.
-func (b *Backend) Inspect(ctx context.Context, name string) (redisbackend.State, error) {
-	states, err := collect(b, ctx, "inspect", func(ctx context.Context, n node) (redisbackend.State, error) {
+func (b *Backend) Inspect(ctx context.Context, name string) (store.State, error) {
+	states, err := collect(b, ctx, "inspect", func(ctx context.Context, n node) (store.State, error) {
 		return n.Inspect(ctx, name)
 	})
 	if err != nil {
-		return redisbackend.State{}, err
+		return store.State{}, err
 	}
-	out := redisbackend.State{Kind: redisbackend.KindUnused, TTL: -1}
-	holders := map[string][]redisbackend.Holder{}
+	out := store.State{TTL: -1}
+	holders := map[string][]store.Holder{}
 	for _, st := range states {
 		out.LastToken = max(out.LastToken, st.LastToken)
 		out.Watchers = max(out.Watchers, st.Watchers)
-		if h := st.Holder(); st.Kind == redisbackend.KindMutex && st.Locked() {
+		if h := st.Holder(); st.Kind == store.Plain && st.Locked() {
 			holders[h.Owner] = append(holders[h.Owner], h)
 		}
 	}
@@ -40,7 +40,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (redisbackend.State,
 		// Held until fewer than a quorum of these leases are left; with
 		// as many holds as a quorum has (a re-entry counts once a quorum
 		// took it, and may not have reached the others yet).
-		slices.SortFunc(hs, func(x, y redisbackend.Holder) int { return cmp.Compare(y.TTL, x.TTL) })
+		slices.SortFunc(hs, func(x, y store.Holder) int { return cmp.Compare(y.TTL, x.TTL) })
 		h := hs[b.quorum-1]
 		holds := make([]int, len(hs))
 		for i, o := range hs {
@@ -49,7 +49,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (redisbackend.State,
 		}
 		slices.Sort(holds)
 		h.Holds = holds[len(holds)-b.quorum]
-		out.Kind, out.TTL, out.Holders = redisbackend.KindMutex, h.TTL, []redisbackend.Holder{h}
+		out.Kind, out.InUse, out.TTL, out.Holders = store.Plain, true, h.TTL, []store.Holder{h}
 	}
 	return out, nil
 }

@@ -8,20 +8,21 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
-// Backend implements engine.Backend over independent Redis masters, with
+// Backend implements store.Store over independent Redis masters, with
 // the Redlock algorithm: a request counts once a majority of the nodes
 // (the quorum) confirmed it. Only plain mutexes are supported; other kinds
-// are refused with an error wrapping engine.ErrUnsupported.
+// are refused with an error wrapping store.ErrUnsupported.
 type Backend struct {
 	nodes  []node
 	quorum int
 	floor  atomic.Uint64 // the highest fencing token this Backend has seen
 	bg     sync.WaitGroup
+	err    error // New's
 }
 
 // A node is one Redis master of the quorum.
@@ -33,7 +34,7 @@ type node struct {
 
 // New returns a Backend on the masters rdbs, each with a redisbackend.Backend
 // configured by cfg. It refuses (with an error wrapping
-// engine.ErrInvalidOption) fewer than 3 masters, an even number of them, a
+// store.ErrInvalidOption) fewer than 3 masters, an even number of them, a
 // nil client, and a master given twice (the same client, or two clients of
 // one address): the quorum would not mean what it says. The Backend it
 // returns is usable (on the valid clients) even then, so that a caller
@@ -42,7 +43,7 @@ func New(rdbs []redis.UniversalClient, cfg redisbackend.Config) (*Backend, error
 	var err error
 	fail := func(format string, args ...any) {
 		if err == nil {
-			err = fmt.Errorf("%w: "+format, append([]any{engine.ErrInvalidOption}, args...)...)
+			err = fmt.Errorf("%w: "+format, append([]any{store.ErrInvalidOption}, args...)...)
 		}
 	}
 	switch {
@@ -71,6 +72,7 @@ func New(rdbs []redis.UniversalClient, cfg redisbackend.Config) (*Backend, error
 		b.nodes = append(b.nodes, node{Backend: redisbackend.New(rdb, cfg), i: len(b.nodes), addr: addr})
 	}
 	b.quorum = len(b.nodes)/2 + 1
+	b.err = err
 	return b, err
 }
 
@@ -115,10 +117,10 @@ func (b *Backend) noQuorum(what string, failed int, first error) error {
 // (ErrUnsupported: a server too old).
 func asBackendErr(err error) error {
 	if err == nil {
-		return engine.ErrBackend
+		return store.ErrBackend
 	}
-	if errors.Is(err, engine.ErrBackend) || errors.Is(err, engine.ErrUnsupported) {
+	if errors.Is(err, store.ErrBackend) || errors.Is(err, store.ErrUnsupported) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", engine.ErrBackend, err)
+	return fmt.Errorf("%w: %w", store.ErrBackend, err)
 }

@@ -4,32 +4,32 @@ import (
 	"context"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
-// Release implements engine.Backend: every node releases at once. The
+// Release implements store.Store: every node releases at once. The
 // outcome is the one a quorum agrees on (a release that an earlier attempt
 // already made counts with Freed); once every node answered without
 // agreement, Freed if any node freed the lock, Remaining if any kept other
 // holds, and NotOwner if none failed. A node that answers after the
 // outcome is known still releases.
-func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release, error) {
+func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, error) {
 	var freed, remaining, already, notOwner, failed int
 	var first error
-	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (engine.Release, error) {
+	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (store.Release, error) {
 		return n.Release(ctx, r)
-	}, func(rep reply[engine.Release]) bool {
+	}, func(rep reply[store.Release]) bool {
 		switch {
 		case rep.err != nil:
 			failed++
 			if first == nil {
 				first = rep.err
 			}
-		case rep.val == engine.Freed:
+		case rep.val == store.Freed:
 			freed++
-		case rep.val == engine.Remaining:
+		case rep.val == store.Remaining:
 			remaining++
-		case rep.val == engine.AlreadyReleased:
+		case rep.val == store.AlreadyReleased:
 			already++
 		default:
 			notOwner++
@@ -38,24 +38,24 @@ func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release
 	}, nil)
 	switch {
 	case freed+already >= b.quorum && freed == 0:
-		return engine.AlreadyReleased, nil
+		return store.AlreadyReleased, nil
 	case freed+already >= b.quorum:
-		return engine.Freed, nil
+		return store.Freed, nil
 	case remaining >= b.quorum:
-		return engine.Remaining, nil
+		return store.Remaining, nil
 	case notOwner > len(b.nodes)-b.quorum:
-		return engine.NotOwner, nil
+		return store.NotOwner, nil
 	case freed > 0:
-		return engine.Freed, nil
+		return store.Freed, nil
 	case remaining > 0:
-		return engine.Remaining, nil
+		return store.Remaining, nil
 	case failed > 0:
 		return 0, b.noQuorum("release", failed, first)
 	}
-	return engine.NotOwner, nil
+	return store.NotOwner, nil
 }
 
-// Abandon implements engine.Backend: every node abandons the owner at
+// Abandon implements store.Store: every node abandons the owner at
 // once. It succeeds once a quorum confirmed (a node that answers later
 // still abandons), or once every node confirmed or could not be reached
 // (a node that is down has taken nothing since it went down). It reports
@@ -65,7 +65,7 @@ func (b *Backend) Release(ctx context.Context, r engine.Request) (engine.Release
 // a clean-up is not in a hurry, and a client that cannot connect may try
 // for a while before it says so (go-redis dials 5 times, about 2 s), where
 // a shorter wait could not tell a node that is down from one that is slow.
-func (b *Backend) Abandon(ctx context.Context, r engine.Request) (bool, error) {
+func (b *Backend) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	var confirmed, down, answered int
 	freed := false
 	var first error

@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
-// Renew implements engine.Backend: every node renews the whole batch at
+// Renew implements store.Store: every node renews the whole batch at
 // once (one round trip per node), and a lease counts as renewed once a
 // quorum set it. It is reported lost (ErrNotHeld) once so many nodes found
 // it gone that a quorum cannot hold it any more, superseded when a quorum
 // applied this renewal or a later one, and unknown otherwise.
-func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(int, engine.Grant, error)) {
+func (b *Backend) Renew(ctx context.Context, rs []store.Request, report func(int, store.Grant, error)) {
 	votes := make([]renewVotes, len(rs))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -22,7 +22,7 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n.Renew(ctx, rs, func(i int, _ engine.Grant, err error) {
+			n.Renew(ctx, rs, func(i int, _ store.Grant, err error) {
 				if i < 0 || i >= len(votes) {
 					return
 				}
@@ -30,7 +30,7 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 				out, decided := votes[i].add(err, b.quorum, len(b.nodes))
 				mu.Unlock()
 				if decided {
-					report(i, engine.Grant{}, out)
+					report(i, store.Grant{}, out)
 				}
 			})
 		}()
@@ -38,7 +38,7 @@ func (b *Backend) Renew(ctx context.Context, rs []engine.Request, report func(in
 	wg.Wait()
 	for i := range votes {
 		if out, decided := votes[i].end(b.quorum, len(b.nodes)); decided {
-			report(i, engine.Grant{}, out)
+			report(i, store.Grant{}, out)
 		}
 	}
 }
@@ -56,9 +56,9 @@ func (v *renewVotes) add(err error, quorum, nodes int) (error, bool) {
 	switch {
 	case err == nil:
 		v.ok++
-	case errors.Is(err, engine.ErrNotHeld):
+	case errors.Is(err, store.ErrNotHeld):
 		v.notHeld++
-	case errors.Is(err, engine.ErrSuperseded):
+	case errors.Is(err, store.ErrSuperseded):
 		v.superseded++
 	default:
 		v.failed++
@@ -75,7 +75,7 @@ func (v *renewVotes) add(err error, quorum, nodes int) (error, bool) {
 		return nil, true
 	case v.notHeld > nodes-quorum:
 		v.decided = true
-		return fmt.Errorf("%w: held by fewer masters than a quorum (%d of %d found it gone)", engine.ErrNotHeld, v.notHeld, nodes), true
+		return fmt.Errorf("%w: held by fewer masters than a quorum (%d of %d found it gone)", store.ErrNotHeld, v.notHeld, nodes), true
 	}
 	return nil, false
 }
@@ -87,8 +87,8 @@ func (v *renewVotes) end(quorum, nodes int) (error, bool) {
 	}
 	v.decided = true
 	if v.ok+v.superseded >= quorum {
-		return engine.ErrSuperseded, true
+		return store.ErrSuperseded, true
 	}
 	return fmt.Errorf("%w: renewal confirmed by %d of %d masters, a quorum is %d (%d found it gone, %d failed, first: %v)",
-		engine.ErrBackend, v.ok, nodes, quorum, v.notHeld, nodes-v.ok-v.notHeld-v.superseded, v.first), true
+		store.ErrBackend, v.ok, nodes, quorum, v.notHeld, nodes-v.ok-v.notHeld-v.superseded, v.first), true
 }

@@ -1,59 +1,44 @@
 package redlock
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"github.com/distlock/distlock/internal/engine"
-	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/store"
 )
 
 // Unsupported is the error of a request for a kind of lock other than a
 // plain mutex: queues, shared holders and announcements live on one store,
 // and a quorum of independent stores does not keep them in one order.
-func Unsupported(kind engine.Kind) error {
+func Unsupported(kind store.Kind) error {
 	return fmt.Errorf("%w: %s over Redlock: only the plain mutex (and MultiMutex) is safe over a quorum of independent masters",
-		engine.ErrUnsupported, kindName(kind))
+		store.ErrUnsupported, kindName(kind))
 }
 
-func kindName(k engine.Kind) string {
+func kindName(k store.Kind) string {
 	switch k {
-	case engine.Fair:
+	case store.Fair:
 		return "a fair mutex"
-	case engine.Read, engine.Write:
+	case store.Read, store.Write:
 		return "a read-write lock"
-	case engine.Semaphore:
+	case store.Semaphore:
 		return "a semaphore"
-	case engine.Election:
+	case store.Election:
 		return "an election"
 	}
 	return "this kind of lock"
 }
 
-// errOnce is the error of Once over Redlock: its record would live on one
-// node, not on a quorum.
-var errOnce = fmt.Errorf("%w: Once over Redlock: its record of done jobs would not be kept by a quorum", engine.ErrUnsupported)
+// Err returns the error New returned: every request fails with it.
+func (b *Backend) Err() error { return b.err }
 
-// CheckOnce, RecordOnce and ForgetOnce refuse: see errOnce.
-func (b *Backend) CheckOnce(context.Context, string, time.Duration) (uint64, redisbackend.Record, bool, error) {
-	return 0, redisbackend.Record{}, false, errOnce
-}
-
-func (b *Backend) RecordOnce(context.Context, string, redisbackend.Record, time.Duration) (bool, error) {
-	return false, errOnce
-}
-
-func (b *Backend) ForgetOnce(context.Context, string) (bool, error) {
-	return false, errOnce
-}
-
-// SetPermits refuses: semaphores are not supported.
-func (b *Backend) SetPermits(context.Context, string, int) (int, int, error) {
-	return 0, 0, Unsupported(engine.Semaphore)
-}
-
-// WatchLeader refuses: elections are not supported.
-func (b *Backend) WatchLeader(context.Context, string, func(redisbackend.Announcement, bool)) (func(), error) {
-	return nil, Unsupported(engine.Election)
+// Validate implements store.Validator: only plain mutexes are served.
+func (b *Backend) Validate(kind store.Kind, _, _ time.Duration) error {
+	if b.err != nil {
+		return b.err
+	}
+	if kind != store.Plain {
+		return Unsupported(kind)
+	}
+	return nil
 }

@@ -4,16 +4,16 @@ import (
 	"context"
 	"sync"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
-// Watch implements engine.Backend: it watches the lock's releases on every
+// Watch implements store.Store: it watches the lock's releases on every
 // node, and returns once a quorum of nodes confirmed. A release that frees
 // the lock reaches a quorum of nodes, and two quorums meet, so it is heard
 // on at least one watched node. A node that confirms later is watched too;
 // one that never does is not (its releases are heard from the others).
-func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake func(engine.Notice)) (func(), error) {
-	if kind != engine.Plain {
+func (b *Backend) Watch(ctx context.Context, name string, kind store.Kind, wake func(store.Notice)) (func(), error) {
+	if kind != store.Plain {
 		return nil, Unsupported(kind)
 	}
 	return b.watchNodes(ctx, "watch", b.quorum, func(ctx context.Context, n node) (func(), error) {
@@ -21,7 +21,7 @@ func (b *Backend) Watch(ctx context.Context, name string, kind engine.Kind, wake
 	})
 }
 
-// WatchRevoked implements engine.Revoker: it watches every node for the
+// WatchRevoked implements store.RevokeWatcher: it watches every node for the
 // force-unlocks of this process's locks, and returns once one node
 // confirmed (ForceUnlock deletes the lock on every node, each of which
 // tells the holder).
@@ -82,4 +82,4 @@ func (b *Backend) watchNodes(ctx context.Context, what string, need int, watch f
 	return stop, nil
 }
 
-var _ engine.Revoker = (*Backend)(nil)
+var _ store.RevokeWatcher = (*Backend)(nil)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
@@ -168,7 +169,7 @@ func NewLocker(lib, addr string, o Options) (Locker, error) {
 		if o.Events != nil {
 			opts = append(opts, distlock.WithEventHandler(o.Events))
 		}
-		return &distLocker{rdb: rdb, c: distlock.New(rdb, opts...), ttl: ttl, kind: lib, permits: permits}, nil
+		return &distLocker{rdb: rdb, c: distlock.New(redisstore.New(rdb), opts...), ttl: ttl, kind: lib, permits: permits}, nil
 	case Redsync:
 		rdb := newRDB()
 		return &redsyncLocker{rdb: rdb, rs: redsync.New(goredis.NewPool(rdb)), ttl: ttl}, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -150,7 +151,7 @@ func runScale(addr string, cfg ScaleConfig) (ScaleResult, error) {
 	defer rdb.Close()
 	stats := redis.NewClient(&redis.Options{Addr: addr})
 	defer stats.Close()
-	c := distlock.New(rdb, distlock.WithEventHandler(w.handle))
+	c := distlock.New(redisstore.New(rdb), distlock.WithEventHandler(w.handle))
 	// No Close: releasing 100k locks is not measured; the server is
 	// stopped after this process exits.
 
@@ -264,10 +265,10 @@ func runWaiters(addr string, cfg ScaleConfig) (WaitersResult, error) {
 	defer wrdb.Close()
 	stats := redis.NewClient(&redis.Options{Addr: addr})
 	defer stats.Close()
-	holder := distlock.New(hrdb)
+	holder := distlock.New(redisstore.New(hrdb))
 	defer holder.Close()
 	var waiting atomic.Int64
-	waiter := distlock.New(wrdb, distlock.WithEventHandler(func(ev distlock.Event) {
+	waiter := distlock.New(redisstore.New(wrdb), distlock.WithEventHandler(func(ev distlock.Event) {
 		if ev.Kind == distlock.EventWaiting {
 			waiting.Add(1)
 		}

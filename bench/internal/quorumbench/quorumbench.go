@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redisstore"
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
@@ -65,7 +66,7 @@ func New(lib string, addrs []string) (Locker, error) {
 		for _, r := range rdbs {
 			u = append(u, r)
 		}
-		c := distlock.NewRedlock(u, distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+		c := distlock.New(redisstore.NewRedlock(u), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
 			if e.Kind == distlock.EventWaiting {
 				select {
 				case waiting <- struct{}{}:
