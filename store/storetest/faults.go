@@ -1,0 +1,117 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/distlock/distlock/store"
+)
+
+// faulty wraps a store to put faults between a Client and it: renewals
+// that never reach the store, and a request held back (as by a slow
+// network) until the check lets it go on, after its caller gave up on it.
+// It hides the store's optional interfaces: the checks that use it need
+// none.
+type faulty struct {
+	store.Store
+
+	mu        sync.Mutex
+	dropRenew bool
+	acquire   *heldBack // the next Acquire is held back
+	renew     *heldBack // the next Renew is held back
+}
+
+// A heldBack is one request held back by a faulty store.
+type heldBack struct {
+	arrived chan struct{} // closed when the request has reached the wrapper
+	release chan struct{} // closed by the check: the request goes on to the store
+	done    chan error    // the store's answer: an error, or nil for an acquisition that took nothing
+}
+
+func newHeldBack() *heldBack {
+	return &heldBack{arrived: make(chan struct{}), release: make(chan struct{}), done: make(chan error, 1)}
+}
+
+// errDropped is the failure of a renewal that a faulty store dropped.
+var errDropped = fmt.Errorf("%w: storetest: renewal dropped", store.ErrBackend)
+
+// holdAcquire holds back the next Acquire.
+func (f *faulty) holdAcquire() *heldBack {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acquire = newHeldBack()
+	return f.acquire
+}
+
+// holdRenew holds back the next Renew.
+func (f *faulty) holdRenew() *heldBack {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renew = newHeldBack()
+	return f.renew
+}
+
+// dropRenewals makes every renewal from now on fail without reaching the
+// store.
+func (f *faulty) dropRenewals() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropRenew = true
+}
+
+func (f *faulty) Acquire(ctx context.Context, r store.Request) (store.Grant, error) {
+	f.mu.Lock()
+	h := f.acquire
+	f.acquire = nil
+	f.mu.Unlock()
+	if h == nil {
+		return f.Store.Acquire(ctx, r)
+	}
+	close(h.arrived)
+	<-h.release
+	// Late: the caller's context may have ended long ago.
+	g, err := f.Store.Acquire(context.Background(), r)
+	switch {
+	case errors.Is(err, store.ErrBackend):
+		h.done <- err
+	case err != nil:
+		h.done <- nil // refused
+	case g.Acquired || g.Queued:
+		h.done <- fmt.Errorf("an acquisition that reached the store after its owner was given up was applied: %+v", g)
+	default:
+		h.done <- nil
+	}
+	return g, err
+}
+
+func (f *faulty) Renew(ctx context.Context, rs []store.Request, report func(int, store.Grant, error)) {
+	f.mu.Lock()
+	drop, h := f.dropRenew, f.renew
+	f.renew = nil
+	f.mu.Unlock()
+	switch {
+	case drop:
+		for i := range rs {
+			report(i, store.Grant{}, errDropped)
+		}
+		return
+	case h == nil:
+		f.Store.Renew(ctx, rs, report)
+		return
+	}
+	close(h.arrived)
+	<-h.release
+	var applied error
+	var mu sync.Mutex
+	f.Store.Renew(context.Background(), rs, func(i int, g store.Grant, err error) {
+		if err == nil {
+			mu.Lock()
+			applied = fmt.Errorf("a renewal that reached the store after its owner released the lock was applied: %+v", g)
+			mu.Unlock()
+		}
+		report(i, g, err)
+	})
+	h.done <- applied
+}
