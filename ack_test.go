@@ -136,7 +136,7 @@ func semState(ctx context.Context, c *distlock.Client, name string) ([]uint64, i
 	for _, h := range info.Holders {
 		tokens = append(tokens, h.Token)
 	}
-	return tokens, info.Waiters, err
+	return tokens, info.Queued, err
 }
 
 var ackKinds = []ackKind{

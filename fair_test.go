@@ -413,7 +413,7 @@ func TestFairAndPlainDoNotMix(t *testing.T) {
 			t.Errorf("plain %s of a fair-held name: %v, want ErrWrongKind (not ErrBackend)", what, err)
 		}
 	}
-	if info, err := fair.Inspect(ctx); err != nil || !info.Locked || info.Kind != distlock.KindFair || info.Token != l.Token() {
+	if info, err := fair.Inspect(ctx); err != nil || !info.Locked || info.Kind != distlock.KindFairMutex || info.Token != l.Token() {
 		t.Fatalf("fair lock after the refused plain ones: %+v, %v", info, err)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -465,7 +465,7 @@ func TestFairReentryExtendInspect(t *testing.T) {
 	}()
 	queued(t, m, 1)
 	info, err := m.Inspect(ctx)
-	if err != nil || info.Kind != distlock.KindFair || info.Holds != 2 || info.Queued != 1 || info.TTL < 50*time.Second {
+	if err != nil || info.Kind != distlock.KindFairMutex || info.Holds != 2 || info.Queued != 1 || info.TTL < 50*time.Second {
 		t.Fatalf("Inspect = %+v, %v", info, err)
 	}
 	if _, err := m.TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {

@@ -167,7 +167,7 @@ func TestLeaseContextEndsBeforeServerExpiry(t *testing.T) {
 			func(t *testing.T, c *distlock.Client, name string) {
 				waitFor(t, func() bool {
 					info, err := c.Semaphore(name, 1).Inspect(testCtx(t))
-					return err == nil && info.Waiters == 1
+					return err == nil && info.Queued == 1
 				})
 			}, true)},
 	} {

@@ -88,16 +88,19 @@ func (lk *lock) revoke(ctx context.Context) (time.Duration, error) {
 
 // A Kind is the kind of lock a name is in use as. A name is used by one
 // kind at a time: acquiring it as another kind fails with ErrWrongKind.
+// Its value is the name of the Client method that makes the lock, in the
+// words of the errors' ops (see Error): the same names in Inspect, in the
+// command's output (distlock status and list) and in its JSON.
 type Kind string
 
 // The kinds of lock.
 const (
-	KindFree      Kind = ""          // nobody holds the name or waits for it
-	KindMutex     Kind = "mutex"     // Client.Mutex
-	KindFair      Kind = "fair"      // Client.FairMutex
-	KindElection  Kind = "election"  // Client.Election
-	KindRW        Kind = "rw"        // Client.RWMutex
-	KindSemaphore Kind = "semaphore" // Client.Semaphore
+	KindFree      Kind = ""           // nobody holds the name or waits for it
+	KindMutex     Kind = "mutex"      // Client.Mutex
+	KindFairMutex Kind = "fair-mutex" // Client.FairMutex
+	KindRWMutex   Kind = "rwmutex"    // Client.RWMutex
+	KindSemaphore Kind = "semaphore"  // Client.Semaphore
+	KindElection  Kind = "election"   // Client.Election
 )
 
 // kindOf names the kind of lock that the store reports.
@@ -109,11 +112,11 @@ func kindOf(st store.State) Kind {
 	case store.Plain:
 		return KindMutex
 	case store.Fair:
-		return KindFair
+		return KindFairMutex
 	case store.Election:
 		return KindElection
 	case store.Read, store.Write:
-		return KindRW
+		return KindRWMutex
 	case store.Semaphore:
 		return KindSemaphore
 	}

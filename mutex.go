@@ -91,7 +91,7 @@ type LockInfo struct {
 	// not expired), in any process: for an election, the candidates
 	// waiting to lead.
 	Queued int
-	// Kind is the kind of lock the name is in use as: KindMutex, KindFair,
+	// Kind is the kind of lock the name is in use as: KindMutex, KindFairMutex,
 	// KindElection (the holder is the leader, Token its term), or KindFree.
 	// If it is another kind (a read-write lock, a semaphore), the fields
 	// above are zero but for Name and LastToken.
@@ -128,7 +128,7 @@ func (m *Mutex) info(ctx context.Context) (LockInfo, error) {
 		return LockInfo{}, err
 	}
 	info := LockInfo{Name: m.name, LastToken: st.LastToken, Kind: kindOf(st)}
-	if info.Kind != KindMutex && info.Kind != KindFair && info.Kind != KindElection && info.Kind != KindFree {
+	if info.Kind != KindMutex && info.Kind != KindFairMutex && info.Kind != KindElection && info.Kind != KindFree {
 		return info, nil
 	}
 	h := st.Holder()

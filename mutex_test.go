@@ -301,7 +301,7 @@ func TestForceUnlockAnyKind(t *testing.T) {
 		}
 		waiter <- l
 	}()
-	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Waiters == 1 })
+	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Queued == 1 })
 	if ok, err := ops.Semaphore("force-sem", 2).ForceUnlock(ctx); err != nil || !ok {
 		t.Fatalf("ForceUnlock of a semaphore = %v, %v", ok, err)
 	}

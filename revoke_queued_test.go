@@ -57,7 +57,7 @@ var revokedKinds = []revokedKind{
 			if info.Kind != distlock.KindSemaphore || len(info.Holders) > 1 || info.InUse != len(info.Holders) {
 				t.Fatalf("Inspect: %+v; want a semaphore with at most one holder of its one permit", info)
 			}
-			v := lockView{queued: info.Waiters}
+			v := lockView{queued: info.Queued}
 			if len(info.Holders) == 1 {
 				h := info.Holders[0]
 				v.held, v.token, v.revoked, v.ttl = true, h.Token, h.Revoked, h.TTL
@@ -93,7 +93,7 @@ func mutexView(ctx context.Context, t *testing.T, c *distlock.Client, n string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Kind != distlock.KindFair && info.Kind != distlock.KindElection {
+	if info.Kind != distlock.KindFairMutex && info.Kind != distlock.KindElection {
 		t.Fatalf("Inspect: %+v; want a fair mutex or an election", info)
 	}
 	return lockView{held: info.Locked, token: info.Token, revoked: info.Holder.Revoked, ttl: info.TTL, queued: info.Queued}

@@ -111,7 +111,7 @@ type RWLockInfo struct {
 	// QueuedReaders and QueuedWriters count the waiters in the queue
 	// (places that have not expired), in any process.
 	QueuedReaders, QueuedWriters int
-	// Kind is the kind of lock the name is in use as: KindRW or KindFree.
+	// Kind is the kind of lock the name is in use as: KindRWMutex or KindFree.
 	// If it is another kind (a mutex, a semaphore), the fields above are
 	// zero but for Name and LastToken.
 	Kind Kind
@@ -132,7 +132,7 @@ func (m *RWMutex) Inspect(ctx context.Context) (RWLockInfo, error) {
 		return RWLockInfo{}, opErr("inspect", m.name, err)
 	}
 	info := RWLockInfo{Name: m.name, LastToken: st.LastToken, Kind: kindOf(st)}
-	if info.Kind != KindRW && info.Kind != KindFree {
+	if info.Kind != KindRWMutex && info.Kind != KindFree {
 		return info, nil
 	}
 	info.QueuedReaders, info.QueuedWriters = st.QueuedReaders, st.QueuedWriters

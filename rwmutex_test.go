@@ -561,8 +561,8 @@ func TestInspectKinds(t *testing.T) {
 		kind distlock.Kind
 	}{
 		{"k-mutex", c.Mutex("k-mutex").Lock, distlock.KindMutex},
-		{"k-fair", c.FairMutex("k-fair").Lock, distlock.KindFair},
-		{"k-rw", c.RWMutex("k-rw").RLock, distlock.KindRW},
+		{"k-fair", c.FairMutex("k-fair").Lock, distlock.KindFairMutex},
+		{"k-rw", c.RWMutex("k-rw").RLock, distlock.KindRWMutex},
 	} {
 		l, err := tc.lock(ctx)
 		if err != nil {
@@ -573,7 +573,7 @@ func TestInspectKinds(t *testing.T) {
 		if err1 != nil || err2 != nil || mi.Kind != tc.kind || ri.Kind != tc.kind {
 			t.Fatalf("%s: kinds %q and %q (%v, %v), want %q", tc.name, mi.Kind, ri.Kind, err1, err2, tc.kind)
 		}
-		if tc.kind == distlock.KindRW && (mi.Locked || mi.Holds != 0) || tc.kind != distlock.KindRW && (ri.Mode != "" || len(ri.Readers) != 0) {
+		if tc.kind == distlock.KindRWMutex && (mi.Locked || mi.Holds != 0) || tc.kind != distlock.KindRWMutex && (ri.Mode != "" || len(ri.Readers) != 0) {
 			t.Fatalf("%s: another kind's state shown: %+v / %+v", tc.name, mi, ri)
 		}
 		l.Unlock(ctx)

@@ -138,9 +138,9 @@ type SemaphoreInfo struct {
 	InUse int
 	// Holders are the acquisitions that hold permits.
 	Holders []SemaphoreHolder
-	// Waiters counts the acquisitions waiting in the queue, in any
-	// process, and WaitingPermits the permits they ask for.
-	Waiters, WaitingPermits int
+	// Queued counts the acquisitions waiting in the queue, in any
+	// process, and QueuedPermits the permits they ask for.
+	Queued, QueuedPermits int
 	// LastToken is the last fencing token issued for this name, 0 if its
 	// counter has expired.
 	LastToken uint64
@@ -168,7 +168,7 @@ func (s *Semaphore) Inspect(ctx context.Context) (SemaphoreInfo, error) {
 	if info.Kind != KindSemaphore && info.Kind != KindFree {
 		return info, nil
 	}
-	info.InUse, info.Waiters, info.WaitingPermits = st.Used, st.Queued, st.QueuedPermits
+	info.InUse, info.Queued, info.QueuedPermits = st.Used, st.Queued, st.QueuedPermits
 	for _, h := range st.Holders {
 		info.Holders = append(info.Holders, SemaphoreHolder{Holder: holder(h), Token: h.Token, Permits: h.Permits, TTL: h.TTL})
 	}

@@ -93,14 +93,14 @@ func TestSemaphoreCapacityOutlivesRetentionWhileWaited(t *testing.T) {
 		l2, err = s2.Acquire(ctx, 1)
 		got <- err
 	}()
-	waitFor(t, func() bool { info, _ := s1.Inspect(ctx); return info.Waiters == 1 })
+	waitFor(t, func() bool { info, _ := s1.Inspect(ctx); return info.Queued == 1 })
 	vanished := outlast(t, rdb, l, "waited", retention)
 	select {
 	case err := <-got:
 		t.Fatalf("the waiter was admitted beyond the capacity of 1 (%v; the capacity key vanished: %v)", err, vanished)
 	default:
 	}
-	if info, err := s1.Inspect(ctx); err != nil || info.Capacity != 1 || info.InUse != 1 || info.Waiters != 1 {
+	if info, err := s1.Inspect(ctx); err != nil || info.Capacity != 1 || info.InUse != 1 || info.Queued != 1 {
 		t.Fatalf("after %v waited: %+v, %v; want capacity 1, 1 in use, 1 waiting", 3*retention, info, err)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -136,13 +136,13 @@ func TestSemaphoreShrinkFailsWaitersBehindTheHead(t *testing.T) {
 		ch := make(chan outcome, 1)
 		waiters := 0
 		if info, err := s.Inspect(ctx); err == nil {
-			waiters = info.Waiters
+			waiters = info.Queued
 		}
 		go func() {
 			l, err := s.Acquire(ctx, n)
 			ch <- outcome{l, err}
 		}()
-		waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Waiters == waiters+1 })
+		waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Queued == waiters+1 })
 		return ch
 	}
 	small, big, bigger, last := wait(1), wait(3), wait(3), wait(2)
@@ -154,7 +154,7 @@ func TestSemaphoreShrinkFailsWaitersBehindTheHead(t *testing.T) {
 			t.Fatalf("waiter %d for 3 permits of a capacity shrunk to 2, behind the head: %v, want ErrInvalidOption", i+1, o.err)
 		}
 	}
-	if info, err := s.Inspect(ctx); err != nil || info.InUse != 3 || info.Waiters != 2 || info.WaitingPermits != 3 {
+	if info, err := s.Inspect(ctx); err != nil || info.InUse != 3 || info.Queued != 2 || info.QueuedPermits != 3 {
 		t.Fatalf("after the shrink: %+v, %v; want 3 in use, the waiters for 1 and 2 still queued", info, err)
 	}
 	if err := held.Unlock(ctx); err != nil {

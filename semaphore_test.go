@@ -151,7 +151,7 @@ func TestSemaphoreAcrossProcesses(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { info, _ := s.Inspect(context.Background()); return info.InUse == 0 && info.Waiters == 0 })
+	waitFor(t, func() bool { info, _ := s.Inspect(context.Background()); return info.InUse == 0 && info.Queued == 0 })
 	onlyExpiringKeys(t, rdb)
 	t.Logf("%d acquisitions by the survivors, up to %d permits in use at once", acquisitions, most)
 }
@@ -258,7 +258,7 @@ func TestSemaphoreSetPermits(t *testing.T) {
 		}
 		got <- l
 	}()
-	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Waiters == 1 })
+	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Queued == 1 })
 	if err := s.SetPermits(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestSemaphoreShrinkBelowWaiter(t *testing.T) {
 		}
 		big <- err
 	}()
-	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Waiters == 1 })
+	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Queued == 1 })
 	small := make(chan error, 1)
 	go func() {
 		l, err := s.Acquire(ctx, 1)
@@ -331,7 +331,7 @@ func TestSemaphoreShrinkBelowWaiter(t *testing.T) {
 		}
 		small <- err
 	}()
-	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Waiters == 2 })
+	waitFor(t, func() bool { info, _ := s.Inspect(ctx); return info.Queued == 2 })
 	if err := s.SetPermits(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestSemaphoreShrinkBelowWaiter(t *testing.T) {
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if info, err := s.Inspect(ctx); err != nil || info.InUse != 0 || info.Waiters != 0 {
+	if info, err := s.Inspect(ctx); err != nil || info.InUse != 0 || info.Queued != 0 {
 		t.Fatalf("left behind: %+v, %v", info, err)
 	}
 }

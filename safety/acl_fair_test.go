@@ -128,7 +128,7 @@ func aclFairWorkload(t *testing.T, srv *redistest.Server, admin *redis.Client, u
 		if err != nil {
 			return fmt.Errorf("inspect: %w", err)
 		}
-		if !info.Locked || info.Kind != distlock.KindFair || info.Token != l.Token() {
+		if !info.Locked || info.Kind != distlock.KindFairMutex || info.Token != l.Token() {
 			return fmt.Errorf("inspect: %+v", info)
 		}
 		if info.Queued == 1 {

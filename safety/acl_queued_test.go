@@ -78,7 +78,7 @@ func aclQueuedWorkload(t *testing.T, srv *redistest.Server, admin *redis.Client,
 		return fmt.Errorf("rw: reader: %w", err)
 	}
 	info, err := a.RWMutex(rwName).Inspect(ctx)
-	if err != nil || info.Mode != "write" || info.Writer == nil || info.Writer.Token != w.Token() || info.QueuedReaders != 1 || info.Kind != distlock.KindRW {
+	if err != nil || info.Mode != "write" || info.Writer == nil || info.Writer.Token != w.Token() || info.QueuedReaders != 1 || info.Kind != distlock.KindRWMutex {
 		return fmt.Errorf("rw: inspect while written with a reader queued: %+v, %v", info, err)
 	}
 	if err := w.Unlock(ctx); err != nil {
@@ -135,7 +135,7 @@ func aclQueuedWorkload(t *testing.T, srv *redistest.Server, admin *redis.Client,
 		return fmt.Errorf("sem: TryAcquire 1 with a waiter ahead: %v", err)
 	}
 	sinfo, err := a.Semaphore(semName, 3).Inspect(ctx)
-	if err != nil || sinfo.Capacity != 3 || sinfo.InUse != 2 || sinfo.Waiters != 1 || sinfo.WaitingPermits != 2 || len(sinfo.Holders) != 1 || sinfo.Kind != distlock.KindSemaphore {
+	if err != nil || sinfo.Capacity != 3 || sinfo.InUse != 2 || sinfo.Queued != 1 || sinfo.QueuedPermits != 2 || len(sinfo.Holders) != 1 || sinfo.Kind != distlock.KindSemaphore {
 		return fmt.Errorf("sem: inspect with 2 permits held and a waiter for 2: %+v, %v", sinfo, err)
 	}
 	if err := two.Unlock(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"strconv"
 	"time"
 )
 
@@ -187,6 +188,26 @@ const (
 // Queued reports whether waiters of the kind keep places in a queue on the
 // store.
 func (k Kind) Queued() bool { return k != Plain }
+
+// String names the kind as package distlock's Kind does (a side of a
+// read-write lock by its side: "read" or "write").
+func (k Kind) String() string {
+	switch k {
+	case Plain:
+		return "mutex"
+	case Fair:
+		return "fair-mutex"
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	case Election:
+		return "election"
+	case Semaphore:
+		return "semaphore"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
 
 // A Notice tells waiters that a lock was released (the zero Notice) or
 // granted. A grant names its grantee by GranteeID (the owner id itself is

@@ -43,10 +43,10 @@ const exitStatusTable = `  0      success; for run: the command succeeded, or (-
          --semaphore), or (--once-per, rarely) the lock kept changing
          hands while run looked for the run of the period
   77     Redis refused the user name or password
-  78     run, permits: the lock is in use as another kind (plain, fair,
-         read-write or semaphore): the users of a lock disagree on
-         --fair, --shared, --exclusive and --semaphore; or run: the
-         semaphore has fewer permits in Redis than --permits
+  78     run, permits: the lock is in use as another kind (mutex,
+         fair-mutex, rwmutex or semaphore): the users of a lock
+         disagree on --fair, --shared, --exclusive and --semaphore; or
+         run: the semaphore has fewer permits in Redis than --permits
   126    run: the command is not executable
   127    run: the command was not found
   128+N  run: the command was killed by signal N, or distlock was

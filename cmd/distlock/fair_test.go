@@ -78,7 +78,7 @@ func TestRunFair(t *testing.T) {
 	}
 	info := inspect(t, c, "fair")
 	switch {
-	case !info.Locked || info.Kind != distlock.KindFair:
+	case !info.Locked || info.Kind != distlock.KindFairMutex:
 		t.Errorf("lock state %+v while the command runs, want held as a fair mutex", info)
 	case info.Holder.PID != p.cmd.Process.Pid || info.Token != token:
 		t.Errorf("held by pid %d with token %d, want distlock (pid %d) with the command's token %d",
@@ -172,10 +172,10 @@ func TestRunWrongKind(t *testing.T) {
 		args     []string
 		want     string
 	}{
-		{"plain on fair", true, nil, "is in use as a fair mutex (--fair)"},
-		{"plain on fair, wait 0", true, []string{"--wait", "0"}, "is in use as a fair mutex (--fair)"},
-		{"fair on plain", false, []string{"--fair"}, "is in use as a plain mutex (without --fair, --shared, --exclusive or --semaphore)"},
-		{"fair on plain, wait 0", false, []string{"--fair", "--wait", "0"}, "is in use as a plain mutex (without --fair, --shared, --exclusive or --semaphore)"},
+		{"plain on fair", true, nil, "is in use as a fair-mutex (--fair)"},
+		{"plain on fair, wait 0", true, []string{"--wait", "0"}, "is in use as a fair-mutex (--fair)"},
+		{"fair on plain", false, []string{"--fair"}, "is in use as a mutex (without --fair, --shared, --exclusive or --semaphore)"},
+		{"fair on plain, wait 0", false, []string{"--fair", "--wait", "0"}, "is in use as a mutex (without --fair, --shared, --exclusive or --semaphore)"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,7 +200,7 @@ func TestRunWrongKind(t *testing.T) {
 				t.Error("the command ran")
 			}
 			info := inspect(t, c, name)
-			if !info.Locked || info.Token != lease.Token() || (info.Kind == distlock.KindFair) != tt.heldFair || info.Queued != 0 {
+			if !info.Locked || info.Token != lease.Token() || (info.Kind == distlock.KindFairMutex) != tt.heldFair || info.Queued != 0 {
 				t.Errorf("lock state %+v, want still held by the test (token %d, fair %v), nothing queued",
 					info, lease.Token(), tt.heldFair)
 			}

@@ -8,44 +8,56 @@ import (
 )
 
 // A lockKind is the kind of lock a name is in use as. A name is used by
-// one kind at a time.
+// one kind at a time. The command names each kind as the library does
+// (see String).
 type lockKind int
 
 const (
 	kindNone      lockKind = iota // free, and nobody queues for it: any kind may take it
-	kindPlain                     // a plain mutex: distlock run
-	kindFair                      // a fair mutex: distlock run --fair
-	kindRW                        // a read-write lock: distlock run --shared or --exclusive
+	kindMutex                     // a mutex: distlock run
+	kindFairMutex                 // a fair mutex: distlock run --fair
+	kindRWMutex                   // a read-write lock: distlock run --shared or --exclusive
 	kindSemaphore                 // a semaphore: distlock run --semaphore N
 	kindElection                  // an election: the library's Client.Election; run cannot take it
 )
 
-// String is the name of the kind in the output of status and list.
-func (k lockKind) String() string {
-	switch k {
-	case kindPlain:
-		return "plain"
-	case kindFair:
-		return "fair"
-	case kindRW:
-		return "read-write"
-	case kindSemaphore:
-		return "semaphore"
-	case kindElection:
-		return "election"
-	}
-	return ""
+// libraryKinds is the library's Kind of each lockKind, indexed by it.
+var libraryKinds = [...]distlock.Kind{
+	kindNone:      distlock.KindFree,
+	kindMutex:     distlock.KindMutex,
+	kindFairMutex: distlock.KindFairMutex,
+	kindRWMutex:   distlock.KindRWMutex,
+	kindSemaphore: distlock.KindSemaphore,
+	kindElection:  distlock.KindElection,
 }
 
-// flags names the kind with the flags of run that take it, for messages.
+// String is the name of the kind in the output of status and list and in
+// messages: the library's name of it (distlock.Kind), "mutex",
+// "fair-mutex", "rwmutex", "semaphore" or "election"; "" for kindNone.
+func (k lockKind) String() string {
+	return string(libraryKinds[k])
+}
+
+// kindNamed returns the lockKind that the library names kind, and
+// whether there is one.
+func kindNamed(kind distlock.Kind) (lockKind, bool) {
+	for k, lk := range libraryKinds {
+		if lk == kind {
+			return lockKind(k), true
+		}
+	}
+	return kindNone, false
+}
+
+// flags names the kind, with the flags of run that take it, for messages.
 func (k lockKind) flags() string {
 	switch k {
-	case kindPlain:
-		return "a plain mutex (without --fair, --shared, --exclusive or --semaphore)"
-	case kindFair:
-		return "a fair mutex (--fair)"
-	case kindRW:
-		return "a read-write lock (--shared/--exclusive)"
+	case kindMutex:
+		return "a mutex (without --fair, --shared, --exclusive or --semaphore)"
+	case kindFairMutex:
+		return "a fair-mutex (--fair)"
+	case kindRWMutex:
+		return "an rwmutex (--shared/--exclusive)"
 	case kindSemaphore:
 		return "a semaphore (--semaphore)"
 	case kindElection:
@@ -61,30 +73,20 @@ func (s *session) kindOf(ctx context.Context, name string) (lockKind, error) {
 	if err != nil {
 		return kindNone, err
 	}
-	switch info.Kind {
-	case distlock.KindMutex:
-		return kindPlain, nil
-	case distlock.KindFair:
-		return kindFair, nil
-	case distlock.KindRW:
-		return kindRW, nil
-	case distlock.KindSemaphore:
-		return kindSemaphore, nil
-	case distlock.KindElection:
-		return kindElection, nil
-	case distlock.KindFree:
-		return kindNone, nil
+	kind, ok := kindNamed(info.Kind)
+	if !ok {
+		// A kind of lock that this command does not handle (yet).
+		return kindNone, exitf(exitFailure, "lock %q is in use as a kind of lock that this distlock does not know (%q)", name, info.Kind)
 	}
-	// A kind of lock that this command does not handle (yet).
-	return kindNone, exitf(exitFailure, "lock %q is in use as a kind of lock that this distlock does not know (%q)", name, info.Kind)
+	return kind, nil
 }
 
 // A lockView is the state of a lock of any kind, as status, list and
 // unlock show it.
 type lockView struct {
 	kind  lockKind
-	mutex distlock.LockInfo   // unless kind is kindRW or kindSemaphore
-	rw    distlock.RWLockInfo // if kind is kindRW
+	mutex distlock.LockInfo   // unless kind is kindRWMutex or kindSemaphore
+	rw    distlock.RWLockInfo // if kind is kindRWMutex
 	// sem is the state of a semaphore if kind is kindSemaphore; if kind
 	// is kindNone, its Capacity is the one that Redis keeps for the next
 	// user of a semaphore of that name, if any.
@@ -98,7 +100,7 @@ type lockView struct {
 // locked reports whether anyone holds the lock.
 func (v lockView) locked() bool {
 	switch v.kind {
-	case kindRW:
+	case kindRWMutex:
 		return v.rw.Mode != ""
 	case kindSemaphore:
 		return len(v.sem.Holders) > 0
@@ -110,10 +112,10 @@ func (v lockView) locked() bool {
 // a semaphore, an election).
 func (v lockView) queued() int {
 	switch v.kind {
-	case kindRW:
+	case kindRWMutex:
 		return v.rw.QueuedReaders + v.rw.QueuedWriters
 	case kindSemaphore:
-		return v.sem.Waiters
+		return v.sem.Queued
 	}
 	return v.mutex.Queued
 }
@@ -135,7 +137,7 @@ func (s *session) inspect(ctx context.Context, name string) (lockView, error) {
 	for range inspectAttempts {
 		v = lockView{kind: kind}
 		switch kind {
-		case kindRW:
+		case kindRWMutex:
 			v.rw, err = s.client.RWMutex(name).Inspect(ctx)
 		case kindSemaphore:
 			v.sem, err = s.semaphore(name).Inspect(ctx)

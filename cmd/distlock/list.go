@@ -16,15 +16,17 @@ var listCommand = &command{
 	summary:  "list the locks that are held, with their holders and TTLs",
 	doc: `List prints a table of the locks that are held now whose names match the
 glob PATTERN (default "*": all), with their kinds, holders, remaining
-leases, fencing tokens and waiters (for a fair or read-write lock or a
+leases, fencing tokens and waiters (for a fair-mutex, an rwmutex or a
 semaphore, the length of its queue; for an election, its candidates). It
 finds them with SCAN, never KEYS, so it does not block Redis, but a lock
 taken or released while it runs may or may not be listed. Only locks
 under --prefix are listed.
 
-The KIND of a mutex is "plain" or "fair". A read-write lock's is
-"exclusive" while a writer holds it, and "shared" while readers do: its
-HOLDER is then the reader, or how many readers there are, with the
+KIND is the kind of lock, as the library and "distlock status" name it.
+A mutex's is "mutex" or "fair-mutex". A read-write lock's is
+"rwmutex" followed by its mode: "rwmutex write" while a writer holds it
+(run --exclusive), and "rwmutex read" while readers do (run --shared):
+its HOLDER is then the reader, or how many readers there are, with the
 earliest SINCE, the longest TTL and the highest TOKEN among them. A
 semaphore's is "semaphore" followed by its permits in use and its
 capacity ("semaphore 2/4"); its HOLDER is its holder, or how many
@@ -114,15 +116,15 @@ func writeTable(w io.Writer, states []lockState) {
 		}
 		switch {
 		case st.Mode != "":
-			kind = st.Mode
+			kind = st.Kind + " " + st.Mode // "rwmutex write", "rwmutex read"
 		case st.Kind == kindSemaphore.String():
 			kind = fmt.Sprintf("%s %d/%d", st.Kind, st.InUse, st.Capacity)
 		case kind == "":
 			kind = "-" // taken between the reads of its kind and state (see session.inspect)
 		}
 		waiters := st.Waiters
-		if st.Kind != kindPlain.String() {
-			waiters = st.Queued // a fair or read-write lock's or a semaphore's waiters are in its queue
+		if st.Kind != kindMutex.String() {
+			waiters = st.Queued // a fair-mutex's, an rwmutex's or a semaphore's waiters are in its queue
 		}
 		rows = append(rows, []string{printableName(st.Name), kind, holder, since.Local().Format("2006-01-02 15:04:05"),
 			formatTTL(msDuration(ttl)), strconv.FormatUint(token, 10), strconv.Itoa(waiters)})
@@ -131,9 +133,9 @@ func writeTable(w io.Writer, states []lockState) {
 }
 
 // holdersSpan sums up the n holders of a lock held by several (the
-// readers of a shared lock, the holders of a semaphore), where at(i) is
-// when holder i took the lock, its remaining lease and its token: the
-// earliest time, the longest lease and the highest token.
+// readers of an rwmutex in read mode, the holders of a semaphore), where
+// at(i) is when holder i took the lock, its remaining lease and its
+// token: the earliest time, the longest lease and the highest token.
 func holdersSpan(n int, at func(i int) (time.Time, int64, uint64)) (since time.Time, ttlMillis int64, token uint64) {
 	for i := range n {
 		s, ttl, tok := at(i)

@@ -33,9 +33,9 @@ type mutexLocker struct {
 
 func (m mutexLocker) kind() lockKind {
 	if m.fair {
-		return kindFair
+		return kindFairMutex
 	}
-	return kindPlain
+	return kindMutex
 }
 
 func (m mutexLocker) describe(ctx context.Context) (lockDesc, error) {
@@ -55,7 +55,7 @@ type rwLocker struct {
 
 func (l rwLocker) Name() string   { return l.rw.Name() }
 func (l rwLocker) Err() error     { return l.rw.Err() }
-func (l rwLocker) kind() lockKind { return kindRW }
+func (l rwLocker) kind() lockKind { return kindRWMutex }
 
 func (l rwLocker) Lock(ctx context.Context) (*distlock.Lease, error) {
 	if l.shared {
@@ -205,8 +205,8 @@ func describeSem(info distlock.SemaphoreInfo) lockDesc {
 		ids[i] = h.ID
 	}
 	d.id = strings.Join(ids, " ")
-	if info.Waiters > 0 {
-		d.queue = fmt.Sprintf(", %d queued for %s", info.Waiters, plural(info.WaitingPermits, "permit"))
+	if info.Queued > 0 {
+		d.queue = fmt.Sprintf(", %d queued for %s", info.Queued, plural(info.QueuedPermits, "permit"))
 	}
 	return d
 }

@@ -272,7 +272,7 @@ func TestRunOncePerWrongKind(t *testing.T) {
 	holdFair(t, c, "fair")
 	campaign(t, c, "leader", "10.0.0.7:8080")
 	for _, tt := range []struct{ name, want string }{
-		{"fair", "is in use as a fair mutex (--fair); use the same kind everywhere"},
+		{"fair", "is in use as a fair-mutex (--fair); use the same kind everywhere"},
 		{"leader", "is in use as an election (the library's Client.Election, which distlock run does not take); use another name"},
 	} {
 		ran := filepath.Join(t.TempDir(), "ran")

@@ -31,8 +31,8 @@ its last use; then the next run sets it again from its --semaphore. A
 run whose --semaphore differs from the number in Redis warns of it on
 stderr.
 
-If NAME is in use as another kind of lock (a plain, fair or read-write
-lock), permits changes nothing and exits with status 78.
+If NAME is in use as another kind of lock (a mutex, fair-mutex or
+rwmutex), permits changes nothing and exits with status 78.
 `,
 	examples: `  distlock status partner-api        # capacity, permits in use, queue
   distlock permits partner-api 8     # allow 8 calls at once from now on
@@ -99,8 +99,8 @@ func setPermits(rf *redisFlags, name string, n int) error {
 		return nil
 	}
 	queued := "nothing queued"
-	if after.Waiters > 0 {
-		queued = fmt.Sprintf("%d queued for %s", after.Waiters, plural(after.WaitingPermits, "permit"))
+	if after.Queued > 0 {
+		queued = fmt.Sprintf("%d queued for %s", after.Queued, plural(after.QueuedPermits, "permit"))
 	}
 	held := permitsHeld(after)
 	fmt.Fprintf(os.Stdout, "permits of %s: %s, %d now (%d in use, %s)\n", name, was, after.Capacity, held, queued)

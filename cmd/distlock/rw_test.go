@@ -225,9 +225,9 @@ func TestRunWrongKindRW(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	const (
-		plain = "a plain mutex (without --fair, --shared, --exclusive or --semaphore)"
-		fair  = "a fair mutex (--fair)"
-		rw    = "a read-write lock (--shared/--exclusive)"
+		plain = "a mutex (without --fair, --shared, --exclusive or --semaphore)"
+		fair  = "a fair-mutex (--fair)"
+		rw    = "an rwmutex (--shared/--exclusive)"
 	)
 	tests := []struct {
 		name string
@@ -274,7 +274,7 @@ func TestRunWrongKindRW(t *testing.T) {
 			switch tt.held {
 			case "plain", "fair":
 				info := inspect(t, c, name)
-				if !info.Locked || info.Token != lease.Token() || (info.Kind == distlock.KindFair) != (tt.held == "fair") || info.Queued != 0 {
+				if !info.Locked || info.Token != lease.Token() || (info.Kind == distlock.KindFairMutex) != (tt.held == "fair") || info.Queued != 0 {
 					t.Errorf("lock state %+v, want still held by the test (token %d) as a %s mutex, nothing queued",
 						info, lease.Token(), tt.held)
 				}
@@ -428,8 +428,8 @@ func TestStatusRW(t *testing.T) {
 
 	st := statusJSON(t, srv, "ds")
 	switch w := st.Writer; {
-	case st.Kind != "read-write" || !st.Locked || st.Mode != "exclusive" || st.Fair || st.Waiters != 0:
-		t.Errorf("status %+v, want a read-write lock held exclusively", st)
+	case st.Kind != "rwmutex" || !st.Locked || st.Mode != "write" || st.Fair || st.Waiters != 0:
+		t.Errorf("status %+v, want an rwmutex held in write mode", st)
 	case w == nil || w.PID != os.Getpid() || w.Host != host || w.ID == "" || w.Token != lease.Token() || w.Holds != 1:
 		t.Errorf("writer %+v, want pid %d on %s with token %d, 1 hold", w, os.Getpid(), host, lease.Token())
 	case w.TTLMillis <= 0 || w.TTLMillis > 30000:
@@ -463,14 +463,14 @@ func TestStatusRW(t *testing.T) {
 	}
 	writer := start(t, nil, append(args, "--exclusive", "ds", "--", "true")...)
 	awaitRWQueued(t, c, "ds", 2, 1)
-	if st := statusJSON(t, srv, "ds"); st.Kind != "read-write" || st.Fair || st.Mode != "exclusive" ||
+	if st := statusJSON(t, srv, "ds"); st.Kind != "rwmutex" || st.Fair || st.Mode != "write" ||
 		st.QueuedReaders != 2 || st.QueuedWriters != 1 || st.Queued != 3 || st.Waiters != 0 {
-		t.Errorf("status %+v, want a read-write lock (not fair) held exclusively, 2 readers and 1 writer queued", st)
+		t.Errorf("status %+v, want an rwmutex (not fair) held in write mode, 2 readers and 1 writer queued", st)
 	}
 	r := run(t, "status", "--redis", srv.URL(), "ds")
 	r.wantCode(t, 0)
 	for _, want := range []string{
-		"state:      locked\n", "kind:       read-write\n", "mode:       exclusive\n",
+		"state:      locked\n", "kind:       rwmutex\n", "mode:       write\n",
 		fmt.Sprintf("writer:     %s/%d (id ", host, os.Getpid()),
 		fmt.Sprintf("token:      %d\n", lease.Token()), "queued:     2 readers, 1 writer\n",
 	} {
@@ -498,9 +498,9 @@ func TestStatusRW(t *testing.T) {
 		tokens[p.cmd.Process.Pid] = token
 	}
 	st = statusJSON(t, srv, "ds")
-	if st.Kind != "read-write" || !st.Locked || st.Mode != "shared" || st.Writer != nil || st.Holder != nil ||
+	if st.Kind != "rwmutex" || !st.Locked || st.Mode != "read" || st.Writer != nil || st.Holder != nil ||
 		st.Token != 0 || st.QueuedReaders != 0 || st.QueuedWriters != 1 || st.Queued != 1 {
-		t.Errorf("status %+v, want a shared read-write lock, no holder or writer, 1 writer queued", st)
+		t.Errorf("status %+v, want an rwmutex held in read mode, no holder or writer, 1 writer queued", st)
 	}
 	if len(st.Readers) != 2 {
 		t.Fatalf("readers %+v, want 2", st.Readers)
@@ -512,7 +512,7 @@ func TestStatusRW(t *testing.T) {
 	}
 	r = run(t, "status", "--redis", srv.URL(), "ds")
 	r.wantCode(t, 0)
-	want := []string{"state:      locked\n", "kind:       read-write\n", "mode:       shared\n", "readers:    2\n", "queued:     0 readers, 1 writer\n"}
+	want := []string{"state:      locked\n", "kind:       rwmutex\n", "mode:       read\n", "readers:    2\n", "queued:     0 readers, 1 writer\n"}
 	for pid, token := range tokens {
 		want = append(want, fmt.Sprintf("reader:     %s/%d (id ", host, pid), fmt.Sprintf(", token %d\n", token))
 	}
@@ -532,9 +532,9 @@ func TestStatusRW(t *testing.T) {
 		t.Fatalf("list printed:\n%s", r.stdout)
 	}
 	fields := strings.Fields(lines[1])
-	if len(fields) != 9 || fields[0] != "ds" || fields[1] != "shared" || fields[2] != "2" || fields[3] != "readers" ||
-		fields[7] != itoa64(max(tokens[readers[0].cmd.Process.Pid], tokens[readers[1].cmd.Process.Pid])) || fields[8] != "1" {
-		t.Errorf("list line %q, want ds, shared by 2 readers, the higher token, 1 waiter", lines[1])
+	if len(fields) != 10 || fields[0] != "ds" || fields[1] != "rwmutex" || fields[2] != "read" || fields[3] != "2" || fields[4] != "readers" ||
+		fields[8] != itoa64(max(tokens[readers[0].cmd.Process.Pid], tokens[readers[1].cmd.Process.Pid])) || fields[9] != "1" {
+		t.Errorf("list line %q, want ds, rwmutex read by 2 readers, the higher token, 1 waiter", lines[1])
 	}
 	r = run(t, "list", "--redis", srv.URL(), "--json")
 	r.wantCode(t, 0)
@@ -542,8 +542,8 @@ func TestStatusRW(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &states); err != nil {
 		t.Fatalf("list --json printed %q: %v", r.stdout, err)
 	}
-	if len(states) != 1 || states[0].Mode != "shared" || len(states[0].Readers) != 2 || states[0].QueuedWriters != 1 {
-		t.Errorf("list --json = %+v, want ds, shared by 2 readers, 1 writer queued", states)
+	if len(states) != 1 || states[0].Kind != "rwmutex" || states[0].Mode != "read" || len(states[0].Readers) != 2 || states[0].QueuedWriters != 1 {
+		t.Errorf("list --json = %+v, want ds, rwmutex read by 2 readers, 1 writer queued", states)
 	}
 
 	touch(t, goFile)

@@ -52,7 +52,7 @@ func inspectSem(t *testing.T, c *distlock.Client, name string) distlock.Semaphor
 func awaitSemQueued(t *testing.T, c *distlock.Client, name string, n int) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("%d queued for %q", n, name), func() bool {
-		return inspectSem(t, c, name).Waiters == n
+		return inspectSem(t, c, name).Queued == n
 	})
 }
 
@@ -132,14 +132,14 @@ func TestRunSemaphore(t *testing.T) {
 	var running []string
 	eventually(t, "two commands to run and one to queue, or three to run", func() bool {
 		running = slices.DeleteFunc([]string{"a", "b", "c"}, func(id string) bool { return !marked(id) })
-		return len(running) == 3 || len(running) == 2 && inspectSem(t, c, "api").Waiters == 1
+		return len(running) == 3 || len(running) == 2 && inspectSem(t, c, "api").Queued == 1
 	})
 	if len(running) != 2 {
 		t.Fatalf("commands %q run at once, want 2", running)
 	}
 	third := slices.DeleteFunc([]string{"a", "b", "c"}, func(id string) bool { return slices.Contains(running, id) })[0]
 	info := inspectSem(t, c, "api")
-	if info.Capacity != 2 || info.InUse != 2 || len(info.Holders) != 2 || info.Waiters != 1 || info.WaitingPermits != 1 {
+	if info.Capacity != 2 || info.InUse != 2 || len(info.Holders) != 2 || info.Queued != 1 || info.QueuedPermits != 1 {
 		t.Errorf("semaphore %+v while two commands run, want 2 of 2 permits in use by 2 holders, 1 queued for 1", info)
 	}
 	if marked(third) {
@@ -195,7 +195,7 @@ func TestRunSemaphore(t *testing.T) {
 		t.Errorf("log:\n%s\nwant %s and %s to start, %s to end, then %s to start",
 			strings.Join(lines, "\n"), running[0], running[1], first, third)
 	}
-	if info := inspectSem(t, c, "api"); len(info.Holders) != 0 || info.InUse != 0 || info.Waiters != 0 {
+	if info := inspectSem(t, c, "api"); len(info.Holders) != 0 || info.InUse != 0 || info.Queued != 0 {
 		t.Errorf("semaphore %+v after the commands, want free", info)
 	}
 }
@@ -223,7 +223,7 @@ func TestRunSemaphoreWaitZero(t *testing.T) {
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("the command ran without a permit")
 	}
-	if info := inspectSem(t, c, "full"); info.Waiters != 0 || info.InUse != 2 {
+	if info := inspectSem(t, c, "full"); info.Queued != 0 || info.InUse != 2 {
 		t.Errorf("semaphore %+v: --wait 0 queued or took a permit", info)
 	}
 
@@ -307,9 +307,9 @@ func TestRunWrongKindSemaphore(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv)
 	const (
-		plain = "a plain mutex (without --fair, --shared, --exclusive or --semaphore)"
-		fair  = "a fair mutex (--fair)"
-		rw    = "a read-write lock (--shared/--exclusive)"
+		plain = "a mutex (without --fair, --shared, --exclusive or --semaphore)"
+		fair  = "a fair-mutex (--fair)"
+		rw    = "an rwmutex (--shared/--exclusive)"
 		sem   = "a semaphore (--semaphore)"
 	)
 	tests := []struct {
@@ -361,7 +361,7 @@ func TestRunWrongKindSemaphore(t *testing.T) {
 			case "semaphore":
 				info := inspectSem(t, c, name)
 				if info.Kind != distlock.KindSemaphore || len(info.Holders) != 1 || info.Holders[0].Token != lease.Token() ||
-					info.InUse != 1 || info.Waiters != 0 {
+					info.InUse != 1 || info.Queued != 0 {
 					t.Errorf("semaphore %+v, want 1 permit still held by the test (token %d), nothing queued", info, lease.Token())
 				}
 			case "plain", "fair":
@@ -413,7 +413,7 @@ func TestRunSemaphoreMismatch(t *testing.T) {
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("the command ran")
 	}
-	if info := inspectSem(t, c, "wide"); info.Capacity != 3 || info.InUse != 2 || info.Waiters != 0 {
+	if info := inspectSem(t, c, "wide"); info.Capacity != 3 || info.InUse != 2 || info.Queued != 0 {
 		t.Errorf("semaphore %+v, want 2 of 3 permits in use, nothing queued", info)
 	}
 }
@@ -682,7 +682,7 @@ func TestPermits(t *testing.T) {
 	}
 	awaitFile(t, out) // the waiter runs beside the test's holder
 	info := inspectSem(t, c, "grow")
-	if info.Capacity != 2 || len(info.Holders) != 2 || info.Waiters != 0 {
+	if info.Capacity != 2 || len(info.Holders) != 2 || info.Queued != 0 {
 		t.Errorf("semaphore %+v, want 2 holders of its 2 permits, nothing queued", info)
 	}
 	if err := lease.Context().Err(); err != nil {
@@ -717,7 +717,7 @@ func TestPermits(t *testing.T) {
 	held := hold(t, c, "plain")
 	r = run(t, "permits", "--redis", srv.URL(), "plain", "3")
 	r.wantCode(t, exitWrongKind)
-	if want := "distlock permits: lock \"plain\" is in use as a plain mutex (without --fair, --shared, --exclusive or --semaphore), not as a semaphore; its permits were not set\n"; r.stderr != want {
+	if want := "distlock permits: lock \"plain\" is in use as a mutex (without --fair, --shared, --exclusive or --semaphore), not as a semaphore; its permits were not set\n"; r.stderr != want {
 		t.Errorf("stderr %q, want %q", r.stderr, want)
 	}
 	if info := inspectSem(t, c, "plain"); info.Capacity != 0 || held.Context().Err() != nil {

@@ -19,18 +19,20 @@ var statusCommand = &command{
 	synopsis: "[flags] NAME",
 	summary:  "show who holds a lock, since when, for how long, and who waits",
 	doc: `Status shows the state of the lock NAME: whether it is locked and, if so,
-its kind (plain, as "distlock run" takes it; fair, as "run --fair" does;
-read-write, as "run --shared" and "run --exclusive" do; semaphore, as
-"run --semaphore" does; or election, as programs that use the library's
-Client.Election do), its holder (id, host, process id, since when),
-the holder's hold count, the remaining lease (TTL) and the holder's
-fencing token; and, locked or not, the last fencing token issued for
-NAME and how many wait for it: for a fair lock, the length of its queue.
+its kind, as the library names it (mutex, as "distlock run" takes it;
+fair-mutex, as "run --fair" does; rwmutex, a read-write lock, as
+"run --shared" and "run --exclusive" do; semaphore, as "run --semaphore"
+does; or election, as programs that use the library's Client.Election
+do), its holder (id, host, process id, since when), the holder's hold
+count, the remaining lease (TTL) and the holder's fencing token; and,
+locked or not, the last fencing token issued for NAME and how many wait
+for it: for a fair-mutex, the length of its queue.
 
-A read-write lock is held in one of two modes: shared by any number of
-readers, or exclusively by one writer. Status shows the mode, the writer
-or each reader (with its own lease and token), and how many readers and
-writers are queued.
+A read-write lock (rwmutex) is held in one of two modes: read, by any
+number of readers ("run --shared" takes its read side), or write, by one
+writer ("run --exclusive" takes its write side). Status shows the mode,
+the writer or each reader (with its own lease and token), and how many
+readers and writers are queued.
 
 A semaphore is held by any number of holders, each with its own permits,
 lease and token. Status shows its capacity (the number of permits in
@@ -49,18 +51,24 @@ keeps it: by whom (host/pid), when it ended, its token, its period (with
 --once-per: the number i of the period [i*PERIOD, (i+1)*PERIOD) since
 the Unix epoch, on the Redis server's clock) and how it ended.
 
-With --json it prints one JSON object with these fields, which are stable:
+With --json it prints one JSON object with these fields, which are
+stable. The values of kind and mode changed in this version to the
+library's names: kind "plain", "fair" and "read-write" became "mutex",
+"fair-mutex" and "rwmutex"; mode "exclusive" and "shared" became "write"
+and "read".
 
   name        string   the lock name
-  kind        string   "plain", "fair", "read-write", "semaphore" or
+  kind        string   the kind of lock, as the library names it:
+                       "mutex", "fair-mutex", "rwmutex", "semaphore" or
                        "election"; "" when the lock is free and nobody is
                        queued: any kind may take it
   locked      bool     whether the lock is held
-  mode        string   a read-write lock's mode: "shared" or "exclusive";
-                       "" when it is free, and for a mutex
+  mode        string   an rwmutex's mode: "write" while a writer holds
+                       it, "read" while readers do; "" when it is free,
+                       and for the other kinds
   holder      object   the holder (an election's leader), or null when
-                       the lock is free (and when a read-write lock is
-                       shared, and for a semaphore: see readers and
+                       the lock is free (and when an rwmutex is held in
+                       read mode, and for a semaphore: see readers and
                        holders):
     id        string     a digest of the owner (not a secret: it cannot
                          be used to release the lock)
@@ -74,20 +82,20 @@ With --json it prints one JSON object with these fields, which are stable:
                        term); 0 when free
   last_token  number   the last fencing token issued for NAME; 0 if its
                        counter has expired
-  waiters     number   processes waiting for a plain lock; 0 for a fair
-                       or read-write lock or a semaphore, whose waiters
-                       are counted in queued
-  fair        bool     whether the lock is in use as a fair lock: held as
-                       one, or with waiters in its queue
-  queued      number   waiters in the queue of a fair or read-write lock
+  waiters     number   processes waiting for a mutex; 0 for a
+                       fair-mutex, an rwmutex or a semaphore, whose
+                       waiters are counted in queued
+  fair        bool     whether the lock is in use as a fair-mutex: held
+                       as one, or with waiters in its queue
+  queued      number   waiters in the queue of a fair-mutex, an rwmutex
                        or a semaphore, or candidates in an election's, in
-                       every process; 0 for a plain lock
-  writer      object   a read-write lock's writer, or null: the fields of
+                       every process; 0 for a mutex
+  writer      object   an rwmutex's writer, or null: the fields of
                        holder, with its holds, ttl_ms and token
-  readers     array    a read-write lock's readers, each like writer;
-                       empty unless it is shared
-  queued_readers  number  readers in a read-write lock's queue
-  queued_writers  number  writers in a read-write lock's queue
+  readers     array    an rwmutex's readers, each like writer; empty
+                       unless its mode is read
+  queued_readers  number  readers in an rwmutex's queue
+  queued_writers  number  writers in an rwmutex's queue
   capacity    number   a semaphore's number of permits in force, as
                        Redis keeps it; for a free name, the number Redis
                        keeps for the next semaphore of that name; else 0
@@ -171,7 +179,7 @@ func writeStatus(w io.Writer, v lockView, last *distlock.Run) {
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	defer tw.Flush()
 	switch v.kind {
-	case kindRW:
+	case kindRWMutex:
 		writeRWStatus(tw, v.rw)
 	case kindSemaphore:
 		writeSemStatus(tw, v.sem)
@@ -194,7 +202,7 @@ func describeRun(run distlock.Run) string {
 	return s + ", " + outcome(run)
 }
 
-// writeMutexStatus prints the state v of a mutex (plain or fair), an
+// writeMutexStatus prints the state v of a mutex (or fair-mutex), an
 // election, or a free name.
 func writeMutexStatus(w io.Writer, v lockView) {
 	info := v.mutex
@@ -215,7 +223,7 @@ func writeMutexStatus(w io.Writer, v lockView) {
 		writeHolder(w, "holder", info.Holder, info.Holds, info.TTL, info.Token)
 	}
 	fmt.Fprintf(w, "last token:\t%d\n", info.LastToken)
-	if v.kind == kindFair || v.kind == kindElection {
+	if v.kind == kindFairMutex || v.kind == kindElection {
 		fmt.Fprintf(w, "queued:\t%d\n", info.Queued)
 	} else {
 		fmt.Fprintf(w, "waiters:\t%d\n", info.Waiters)
@@ -248,10 +256,10 @@ func writeSemStatus(w io.Writer, info distlock.SemaphoreInfo) {
 			h.Permits, formatTTL(h.TTL), h.Token, revokedNote(h.Holder))
 	}
 	fmt.Fprintf(w, "last token:\t%d\n", info.LastToken)
-	if info.Waiters == 0 {
+	if info.Queued == 0 {
 		fmt.Fprintf(w, "queued:\t0\n")
 	} else {
-		fmt.Fprintf(w, "queued:\t%d, for %s\n", info.Waiters, plural(info.WaitingPermits, "permit"))
+		fmt.Fprintf(w, "queued:\t%d, for %s\n", info.Queued, plural(info.QueuedPermits, "permit"))
 	}
 }
 
@@ -264,9 +272,9 @@ func writeRWStatus(w io.Writer, info distlock.RWLockInfo) {
 		state = "locked"
 	}
 	fmt.Fprintf(w, "state:\t%s\n", state)
-	fmt.Fprintf(w, "kind:\t%s\n", kindRW)
+	fmt.Fprintf(w, "kind:\t%s\n", kindRWMutex)
 	if info.Mode != "" {
-		fmt.Fprintf(w, "mode:\t%s\n", rwMode(info))
+		fmt.Fprintf(w, "mode:\t%s\n", info.Mode)
 	}
 	if h := info.Writer; h != nil {
 		writeHolder(w, "writer", h.Holder, h.Holds, h.TTL, h.Token)
@@ -303,15 +311,6 @@ func revokedNote(h distlock.Holder) string {
 		return ", revoked"
 	}
 	return ""
-}
-
-// rwMode names the mode of a held read-write lock as run's flags do:
-// "exclusive" while a writer holds it, else "shared".
-func rwMode(info distlock.RWLockInfo) string {
-	if info.Writer != nil {
-		return "exclusive"
-	}
-	return "shared"
 }
 
 // lockState is the JSON form of a lock's state, printed by status --json
@@ -414,7 +413,7 @@ func ttlMillis(ttl time.Duration) int64 {
 // newLockState is the JSON form of the state v.
 func newLockState(v lockView) lockState {
 	switch v.kind {
-	case kindRW:
+	case kindRWMutex:
 		return newRWLockState(v.rw)
 	case kindSemaphore:
 		return newSemLockState(v.sem)
@@ -422,7 +421,7 @@ func newLockState(v lockView) lockState {
 	info := v.mutex
 	st := lockState{
 		Name: info.Name, Kind: v.kind.String(), Locked: info.Locked, LastToken: info.LastToken,
-		Waiters: info.Waiters, Fair: v.kind == kindFair, Queued: info.Queued, Readers: []rwHolderState{},
+		Waiters: info.Waiters, Fair: v.kind == kindFairMutex, Queued: info.Queued, Readers: []rwHolderState{},
 		Holders: []semHolderState{},
 	}
 	switch v.kind {
@@ -442,12 +441,9 @@ func newLockState(v lockView) lockState {
 // writer is also its holder, as a mutex's.
 func newRWLockState(info distlock.RWLockInfo) lockState {
 	st := lockState{
-		Name: info.Name, Kind: kindRW.String(), Locked: info.Mode != "", LastToken: info.LastToken,
+		Name: info.Name, Kind: kindRWMutex.String(), Locked: info.Mode != "", Mode: info.Mode, LastToken: info.LastToken,
 		Queued: info.QueuedReaders + info.QueuedWriters, Readers: []rwHolderState{},
 		QueuedReaders: info.QueuedReaders, QueuedWriters: info.QueuedWriters, Holders: []semHolderState{},
-	}
-	if st.Locked {
-		st.Mode = rwMode(info)
 	}
 	if h := info.Writer; h != nil {
 		w := newRWHolderState(*h)
@@ -466,8 +462,8 @@ func newRWLockState(info distlock.RWLockInfo) lockState {
 func newSemLockState(info distlock.SemaphoreInfo) lockState {
 	st := lockState{
 		Name: info.Name, Kind: kindSemaphore.String(), Locked: len(info.Holders) > 0, LastToken: info.LastToken,
-		Queued: info.Waiters, Readers: []rwHolderState{}, Capacity: info.Capacity, InUse: permitsHeld(info),
-		Holders: []semHolderState{}, QueuedPermits: info.WaitingPermits,
+		Queued: info.Queued, Readers: []rwHolderState{}, Capacity: info.Capacity, InUse: permitsHeld(info),
+		Holders: []semHolderState{}, QueuedPermits: info.QueuedPermits,
 	}
 	for _, h := range info.Holders {
 		st.Holders = append(st.Holders, semHolderState{holderState: *newHolderState(h.Holder),

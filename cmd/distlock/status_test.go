@@ -59,8 +59,8 @@ func TestStatusJSON(t *testing.T) {
 	switch {
 	case st.Name != "report" || !st.Locked || st.Holds != 1 || st.Waiters != 0:
 		t.Errorf("status %+v, want report locked once, no waiters", st)
-	case st.Kind != "plain" || st.Fair || st.Queued != 0:
-		t.Errorf("status %+v, want a plain lock, nothing queued", st)
+	case st.Kind != "mutex" || st.Fair || st.Queued != 0:
+		t.Errorf("status %+v, want a mutex, nothing queued", st)
 	case st.Mode != "" || st.Writer != nil || st.Readers == nil || len(st.Readers) != 0 || st.QueuedReaders+st.QueuedWriters != 0:
 		t.Errorf("status %+v, want no mode, writer, readers or queue of a read-write lock", st)
 	case st.Holder == nil || st.Holder.PID != os.Getpid() || st.Holder.Host != host || len(st.Holder.ID) == 0:
@@ -107,7 +107,7 @@ func TestStatusText(t *testing.T) {
 	hold(t, c, "report")
 	r = run(t, "status", "--redis", srv.URL(), "report")
 	r.wantCode(t, 0)
-	for _, want := range []string{"state:      locked", "kind:       plain", "holder:", "ttl:", "token:", "waiters:    0"} {
+	for _, want := range []string{"state:      locked", "kind:       mutex", "holder:", "ttl:", "token:", "waiters:    0"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status of a held lock does not contain %q:\n%s", want, r.stdout)
 		}
@@ -166,9 +166,9 @@ func TestListWideNames(t *testing.T) {
 	// Every row's KIND starts in the column of the header's.
 	want := displayWidth(lines[0][:strings.Index(lines[0], "KIND")])
 	for _, line := range lines[1:] {
-		i := strings.Index(line, "  plain  ")
+		i := strings.Index(line, "  mutex  ")
 		if i < 0 {
-			t.Fatalf("row %q has no plain KIND", line)
+			t.Fatalf("row %q has no mutex KIND", line)
 		}
 		if got := displayWidth(line[:i+2]); got != want {
 			t.Errorf("row %q: KIND in column %d, want %d as in the header", line, got, want)
@@ -274,13 +274,13 @@ func TestStatusFair(t *testing.T) {
 
 	waiter := start(t, nil, "run", "--redis", srv.URL(), "--fair", "fair-report", "--", "true")
 	awaitQueued(t, c, "fair-report", 1)
-	if st := statusJSON(t, srv, "fair-report"); !st.Locked || st.Kind != "fair" || !st.Fair || st.Queued != 1 || st.Waiters != 0 ||
+	if st := statusJSON(t, srv, "fair-report"); !st.Locked || st.Kind != "fair-mutex" || !st.Fair || st.Queued != 1 || st.Waiters != 0 ||
 		st.QueuedReaders+st.QueuedWriters != 0 {
 		t.Errorf("status %+v, want held as a fair lock, 1 queued, waiters 0", st)
 	}
 	r := run(t, "status", "--redis", srv.URL(), "fair-report")
 	r.wantCode(t, 0)
-	for _, want := range []string{"state:      locked", "kind:       fair", "queued:     1"} {
+	for _, want := range []string{"state:      locked", "kind:       fair-mutex", "queued:     1"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status does not contain %q:\n%s", want, r.stdout)
 		}

@@ -93,7 +93,7 @@ func forceUnlock(rf *redisFlags, name string, now bool) error {
 	began := time.Now()
 	var held bool
 	switch {
-	case now && v.kind == kindRW:
+	case now && v.kind == kindRWMutex:
 		held, err = s.client.RWMutex(name).ForceUnlock(ctx)
 	case now:
 		held, err = s.client.Mutex(name).ForceUnlock(ctx)
@@ -116,7 +116,7 @@ func forceUnlock(rf *redisFlags, name string, now bool) error {
 	if v.locked() {
 		msg += " (was held " + holders(v) + ")"
 	}
-	if v.kind == kindFair || v.kind == kindRW || v.kind == kindSemaphore || v.kind == kindElection {
+	if v.kind == kindFairMutex || v.kind == kindRWMutex || v.kind == kindSemaphore || v.kind == kindElection {
 		msg += nextHolders(ctx, s, name, v)
 	}
 	fmt.Fprintln(os.Stdout, msg)
@@ -163,7 +163,7 @@ func holders(v lockView) string {
 	switch v.kind {
 	case kindSemaphore:
 		return semHolders(v.sem)
-	case kindRW:
+	case kindRWMutex:
 		return rwHolders(v.rw)
 	case kindElection:
 		return fmt.Sprintf("by leader %s, term %d, value %q", holderString(v.mutex.Holder), v.mutex.Token, v.value)
@@ -248,7 +248,7 @@ func tokens(v lockView) []uint64 {
 			ts = append(ts, h.Token)
 		}
 		return ts
-	case v.kind != kindRW:
+	case v.kind != kindRWMutex:
 		if v.mutex.Locked {
 			return []uint64{v.mutex.Token}
 		}
