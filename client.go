@@ -66,17 +66,18 @@ func newConfig(opts []Option) clientConfig {
 // Close cancels the lease contexts of every lock the Client still holds
 // (with ErrClosed), then releases those locks, and the locks revoked from
 // it (Revoke) whose leases were not unlocked yet, ends waits with ErrClosed
-// (removing their places in queues, and making Redis refuse an
+// (removing their places in queues, and making the store refuse an
 // acquisition of theirs still on its way), stops renewals and
 // subscriptions, and waits for every request still on its way (an
 // acquisition whose reply has not come is waited for, and what it took is
 // released) and for background clean-ups, for five seconds at most: it
-// then gives up on requests that Redis has not answered, and the locks
-// they may hold expire with their leases. It returns an error wrapping
-// ErrBackend when it gave up on anything or a release failed; nil means
-// nothing of the Client is left in Redis. Requests that never left the
-// client (go-redis could not connect) are not waited for. Close is
-// idempotent; after it, every operation returns ErrClosed.
+// then gives up on requests that the store has not answered, and the
+// locks they may hold expire with their leases. It returns an error
+// wrapping ErrBackend when it gave up on anything or a release failed;
+// nil means nothing of the Client is left in the store. Requests that
+// never left the client (no connection could be made) are not waited
+// for. Last, it closes the store. Close is idempotent; after it, every
+// operation returns ErrClosed.
 //
 // The channels of Election.Observe are closed, and their goroutines gone,
 // before Close returns.
@@ -99,7 +100,7 @@ func (c *Client) Close() error {
 
 const closeTimeout = 5 * time.Second
 
-// Mutex returns the named mutex. It is cheap and does not contact Redis;
+// Mutex returns the named mutex. It is cheap and does not contact the store;
 // Mutex values of the same name, in any process, are the same lock. An
 // invalid name or option makes every method return a typed error.
 func (c *Client) Mutex(name string, opts ...MutexOption) *Mutex {
@@ -107,8 +108,8 @@ func (c *Client) Mutex(name string, opts ...MutexOption) *Mutex {
 }
 
 // FairMutex returns the named fair mutex: a Mutex whose waiters, in every
-// process, are served in the order their requests reached Redis. It is
-// cheap and does not contact Redis. A name is used either as a Mutex or as
+// process, are served in the order their requests reached the store. It
+// is cheap and does not contact the store. A name is used either as a Mutex or as
 // a FairMutex: acquiring it as the other kind while it is in use fails
 // with ErrWrongKind. See "Fair mutex" in the package documentation.
 func (c *Client) FairMutex(name string, opts ...MutexOption) *Mutex {
@@ -155,7 +156,9 @@ func (c *Client) validate(kind engine.Kind, ttl, queue time.Duration) error {
 func (c *Client) Err() error { return clientErr("", c.cfg.err) }
 
 // List returns, sorted, the names of the locks that are held now and match
-// the glob pattern ("*" for all), using SCAN (never KEYS) on every master.
+// the glob pattern ("*" for all). The Redis store finds them with SCAN
+// (never KEYS) on every master. A store that cannot list fails with
+// ErrUnsupported.
 func (c *Client) List(ctx context.Context, pattern string) ([]string, error) {
 	if pattern == "" {
 		pattern = "*"

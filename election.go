@@ -56,6 +56,21 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lease, error) {
 	return e.acquire(ctx, "campaign", spec, true)
 }
 
+// Resign ends the leadership that lease, a Lease of Campaign on e, holds:
+// it is lease.Unlock(ctx), by the name etcd's concurrency.Election gives
+// it. The lease's context is cancelled before the next candidate can
+// lead. A lease of another lock fails with ErrInvalidOption, and
+// nothing is released.
+func (e *Election) Resign(ctx context.Context, lease *Lease) error {
+	switch {
+	case lease == nil:
+		return opErr("resign", e.name, errNilLease)
+	case lease.Name() != e.name:
+		return opErr("resign", e.name, fmt.Errorf("%w: the lease is of %q, not of this election", ErrInvalidOption, lease.Name()))
+	}
+	return opErr("resign", e.name, lease.l.Unlock(ctx))
+}
+
 // A Leader is who leads an election.
 type Leader struct {
 	Value string

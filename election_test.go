@@ -240,3 +240,58 @@ func TestElectionVacancyObserved(t *testing.T) {
 	for range ch {
 	}
 }
+
+// TestElectionResign: Resign ends the leadership and the next candidate
+// leads; a lease of another lock, or none, is refused and releases
+// nothing.
+func TestElectionResign(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv)
+	ctx := testCtx(t)
+	e := c.Election("resign")
+	lead, err := e.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.Mutex("resign-other").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Resign(ctx, other); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("Resign with a Mutex's lease: %v, want ErrInvalidOption", err)
+	}
+	if other.Context().Err() != nil {
+		t.Error("Resign with a Mutex's lease released it")
+	}
+	if err := e.Resign(ctx, nil); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("Resign(nil): %v, want ErrNotHeld", err)
+	}
+	next := make(chan *distlock.Lease, 1)
+	go func() {
+		l, err := c.Election("resign").Campaign(ctx, "b")
+		if err != nil {
+			t.Error(err)
+		}
+		next <- l
+	}()
+	waitFor(t, func() bool { info, _ := c.Mutex("resign").Inspect(ctx); return info.Queued == 1 })
+	if err := e.Resign(ctx, lead); err != nil {
+		t.Fatal(err)
+	}
+	if lead.Context().Err() == nil {
+		t.Error("the resigned leader's lease context is live")
+	}
+	l := <-next
+	if leader, err := e.Leader(ctx); err != nil || leader.Value != "b" || leader.Term != l.Token() {
+		t.Errorf("Leader after Resign = %+v, %v; want b, term %d", leader, err, l.Token())
+	}
+	var de *distlock.Error
+	if err := e.Resign(ctx, lead); !errors.Is(err, distlock.ErrNotHeld) || !errors.As(err, &de) || de.Op != "resign" {
+		t.Errorf("second Resign: %v, want ErrNotHeld with op resign", err)
+	}
+	for _, l := range []*distlock.Lease{l, other} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -3,7 +3,7 @@ package distlock
 import (
 	"strconv"
 
-	"github.com/distlock/distlock/internal/engine"
+	"github.com/distlock/distlock/store"
 )
 
 // Errors returned by distlock. Match them with errors.Is, not by their
@@ -26,7 +26,7 @@ import (
 //
 // The ops are the methods' names in lower case, with a hyphen between
 // words: lock, try-lock, rlock, try-rlock, acquire, try-acquire,
-// campaign, unlock, extend, inspect, force-unlock, revoke, leader, set-permits,
+// campaign, resign, unlock, extend, inspect, force-unlock, revoke, leader, set-permits,
 // list, once, once-per, forget and last-run. The cause of a lease's context
 // (context.Cause(lease.Context())) has the op hold. The Err methods of
 // the locks have the name of the Client's method that made the lock:
@@ -47,13 +47,13 @@ var (
 	// ErrNotAcquired: the lock was not acquired. TryLock returns it when
 	// someone else holds the lock; Lock returns it, joined with the
 	// context's error, when its context ends first.
-	ErrNotAcquired = engine.ErrNotAcquired
+	ErrNotAcquired = store.ErrNotAcquired
 
 	// ErrWrongKind: the name is in use by a lock of another kind (a Mutex,
 	// a FairMutex and an RWMutex of the same name), or the context passed
 	// to Lock holds the name as another kind; the lock in use was left
 	// untouched. It wraps ErrNotAcquired.
-	ErrWrongKind = engine.ErrWrongKind
+	ErrWrongKind = store.ErrWrongKind
 
 	// ErrDeadlock: the request could never be granted because the caller
 	// itself holds a conflicting hold: the write side of an RWMutex asked
@@ -61,16 +61,16 @@ var (
 	// more permits of a Semaphore than fit next to those held in the same
 	// context. It fails at once instead of waiting forever. It wraps
 	// ErrNotAcquired.
-	ErrDeadlock = engine.ErrDeadlock
+	ErrDeadlock = store.ErrDeadlock
 
 	// ErrNotHeld: the lease was already unlocked (or released by Close).
-	ErrNotHeld = engine.ErrNotHeld
+	ErrNotHeld = store.ErrNotHeld
 
 	// ErrLockLost: the lock was lost while held: a renewal found it gone or
 	// taken over, or could not be confirmed before the lease's local
 	// deadline. It is the cause of the lease context, and Unlock and
 	// Extend return it.
-	ErrLockLost = engine.ErrLockLost
+	ErrLockLost = store.ErrLockLost
 
 	// ErrLeaseExpired: a fixed lease (WithFixedLease) ran its course. It is
 	// the cause of the lease context then, and Unlock and Extend return it.
@@ -78,27 +78,27 @@ var (
 	// another owner exactly as after a loss; check it first to tell an
 	// expiry the caller asked for from a loss. It is reported as
 	// EventExpired, logged at Debug.
-	ErrLeaseExpired = engine.ErrLeaseExpired
+	ErrLeaseExpired = store.ErrLeaseExpired
 
 	// ErrClosed: the Client was closed.
-	ErrClosed = engine.ErrClosed
+	ErrClosed = store.ErrClosed
 
 	// ErrBackend wraps a failure of the store itself (Redis unreachable, a
 	// timeout, a refused command), so it is never confused with contention.
-	ErrBackend = engine.ErrBackend
+	ErrBackend = store.ErrBackend
 
 	// ErrNotReplicated: an acquisition or renewal was applied by the
 	// master but acknowledged by fewer replicas than
 	// redisstore.WithReplicaAck asks for, in time. An acquisition is then
 	// rolled back; a renewal is not confirmed. It wraps ErrBackend.
-	ErrNotReplicated = engine.ErrNotReplicated
+	ErrNotReplicated = store.ErrNotReplicated
 
 	// ErrUnsupported: the store cannot serve the request: it does not
 	// serve this kind of lock (a store of redisstore.NewRedlock serves
 	// Mutex and MultiMutex only), it lacks the capability the operation
 	// needs (see package store), or its server is too old (Redis before
 	// 6.2).
-	ErrUnsupported = engine.ErrUnsupported
+	ErrUnsupported = store.ErrUnsupported
 
 	// ErrInvalidName: the lock name is empty, too long, not UTF-8, or
 	// contains braces or control characters.
@@ -108,7 +108,7 @@ var (
 	// out of range (an absurd TTL, a redisstore.WithPrefix with braces,
 	// ...), the store is nil, or a request could never be served as asked
 	// (more permits than a semaphore has).
-	ErrInvalidOption = engine.ErrInvalidOption
+	ErrInvalidOption = store.ErrInvalidOption
 )
 
 type errorString string
