@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/distlock/distlock/redisstore"
@@ -11,7 +12,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// go-redis logs every Sentinel switch; the suite's own lines matter.
+	redis.SetLogger(discardLogs{})
+	goleak.VerifyTestMain(m)
+}
+
+type discardLogs struct{}
+
+func (discardLogs) Printf(context.Context, string, ...any) {}
 
 // The conformance suite on each Redis topology the store serves, each on
 // servers of its own.

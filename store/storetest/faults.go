@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/distlock/distlock/store"
 )
@@ -19,8 +20,10 @@ type faulty struct {
 
 	mu        sync.Mutex
 	dropRenew bool
-	acquire   *heldBack // the next Acquire is held back
-	renew     *heldBack // the next Renew is held back
+	acquire   *heldBack     // the next Acquire is held back
+	renew     *heldBack     // the next Renew is held back
+	refused   chan struct{} // told of each Acquire the store refused
+	refusals  atomic.Int64  // how many it refused
 }
 
 // A heldBack is one request held back by a faulty store.
@@ -53,6 +56,15 @@ func (f *faulty) holdRenew() *heldBack {
 	return f.renew
 }
 
+// watchRefusals makes the returned channel receive a value for each
+// acquisition that the store refused (the lock is held), from now on.
+func (f *faulty) watchRefusals() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refused = make(chan struct{}, 64)
+	return f.refused
+}
+
 // dropRenewals makes every renewal from now on fail without reaching the
 // store.
 func (f *faulty) dropRenewals() {
@@ -67,7 +79,19 @@ func (f *faulty) Acquire(ctx context.Context, r store.Request) (store.Grant, err
 	f.acquire = nil
 	f.mu.Unlock()
 	if h == nil {
-		return f.Store.Acquire(ctx, r)
+		g, err := f.Store.Acquire(ctx, r)
+		if err == nil && !g.Acquired && !g.Queued {
+			f.refusals.Add(1)
+			f.mu.Lock()
+			if f.refused != nil {
+				select {
+				case f.refused <- struct{}{}:
+				default:
+				}
+			}
+			f.mu.Unlock()
+		}
+		return g, err
 	}
 	close(h.arrived)
 	<-h.release

@@ -3,10 +3,12 @@ package storetest
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/store"
 )
 
 // testExclusion: a Mutex held by one client cannot be taken by another
@@ -99,8 +101,17 @@ func testTokensIncrease(t *testing.T, s *suite) {
 // before the holder's lease would have run out: the store notifies
 // releases.
 func testWakeOnRelease(t *testing.T, s *suite) {
-	w := newWaits()
-	a, b := s.client(t, nil), s.client(t, nil, distlock.WithEventHandler(w.handle))
+	a := s.client(t, nil)
+	var f *faulty
+	var atWait atomic.Int64 // refusals when the waiter started waiting
+	atWait.Store(-1)
+	b := s.client(t, func(st store.Store) store.Store { f = &faulty{Store: st}; return f },
+		distlock.WithEventHandler(func(ev distlock.Event) {
+			if ev.Kind == distlock.EventWaiting {
+				atWait.Store(f.refusals.Load())
+			}
+		}))
+	refused := f.watchRefusals()
 	name := s.name(t, "")
 	ctx := ctx(t)
 	l, err := a.Mutex(name, distlock.WithTTL(time.Minute)).Lock(ctx)
@@ -110,7 +121,18 @@ func testWakeOnRelease(t *testing.T, s *suite) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	got := async(func() (*distlock.Lease, error) { return b.Mutex(name).Lock(wctx) })
-	w.await(t, name, 10*time.Second)
+	// The waiter found the lock held after it started waiting (an
+	// attempt made before may be followed by another before it sleeps):
+	// from now on, only a notice of the release, or the end of the
+	// holder's lease, makes it try again.
+	timeout := time.After(10 * time.Second)
+	for n := atWait.Load(); n < 0 || f.refusals.Load() <= n; n = atWait.Load() {
+		select {
+		case <-refused:
+		case <-timeout:
+			t.Fatal("the waiter made no attempt while waiting, within 10 s")
+		}
+	}
 	unlock(t, l)
 	r := get(t, got, 15*time.Second, "the waiter")
 	if r.err != nil {
