@@ -14,6 +14,11 @@ import (
 // A Hold of a queued kind starts as a place in the lock's queue: it is in
 // the renewer like a held lock, which refreshes the place instead of a
 // lease, until the lock is granted to it (see place.go).
+//
+// Its fields fall under three regimes: what is fixed when it is made (no
+// lock), the callers' leases and the hold's context (mu), and the lease's
+// clock and the queue place (leaseClock and queuePlace: the renewer's
+// mutex).
 type Hold struct {
 	e     *Engine
 	name  string
@@ -51,8 +56,15 @@ type Hold struct {
 	ended    bool  // end was called: the hold's context is, or is born, cancelled
 	endCause error // its cause
 
-	// Guarded by the renewer's mutex; times are offsets from the engine's
-	// monotonic epoch.
+	leaseClock // the renewer's, under its mutex
+	queuePlace // the renewer's too, under its mutex, while placed
+}
+
+// A leaseClock is a hold's lease as the renewer keeps it: when it ends
+// locally, given every request that may still set it, and when to renew
+// it. Guarded by the renewer's mutex; times are offsets from the engine's
+// monotonic epoch.
+type leaseClock struct {
 	lease    time.Duration // lease length of renewals
 	base     time.Duration // local end of validity by the last confirmed request: its send + lease - margin
 	pending  []bound       // requests not confirmed yet that may still set the lease
@@ -65,9 +77,12 @@ type Hold struct {
 	inflight bool          // a watchdog renewal or place refresh is on its way
 	done     bool          // ended: released, lost or closed
 	cause    error         // why it ended
+}
 
-	// The place phase of a queued kind (place.go), guarded by the
-	// renewer's mutex.
+// A queuePlace is the place phase of a hold of a queued kind (place.go):
+// its place in the lock's queue until the lock is granted to it. Guarded
+// by the renewer's mutex.
+type queuePlace struct {
 	placed  bool          // waiting in the queue, not granted yet
 	sends   []sendTime    // when the place's requests that a grant may name were sent
 	settled chan struct{} // closed when the place phase ends: granted, or the hold ended
@@ -119,8 +134,8 @@ func holdIn(ctx context.Context, e *Engine, name string) *Hold {
 // newHold returns the hold of owner acquired as s says by a caller whose
 // context is ctx: the hold's context carries ctx's values, not its end.
 func newHold(ctx context.Context, e *Engine, s Spec, owner string, token uint64) *Hold {
-	h := &Hold{e: e, name: s.Name, kind: s.Kind, owner: owner, token: token, renew: s.Renew, lease: s.Lease, queue: s.Queue, index: -1, leases: 1,
-		permits: s.Permits, capacity: s.Capacity, nested: s.Permits}
+	h := &Hold{e: e, name: s.Name, kind: s.Kind, owner: owner, token: token, renew: s.Renew, queue: s.Queue, leases: 1,
+		permits: s.Permits, capacity: s.Capacity, nested: s.Permits, leaseClock: leaseClock{lease: s.Lease, index: -1}}
 	if outer := holdIn(ctx, e, s.Name); outer != nil && outer.kind == Semaphore {
 		h.nested += outer.nested
 	}
