@@ -91,31 +91,23 @@ func (b *Backend) Acquire(ctx context.Context, r store.Request) (store.Grant, er
 	}
 	k := b.cfg.Keys
 	var script *redis.Script
-	var args []any // the script's arguments (the queued kinds)
-	var call []any // or the whole call (a plain mutex), see callArgs
+	var call []any // see callArgs
 	switch {
 	case r.Kind == store.Semaphore:
-		script, args = semAcquireScript, []any{
-			r.Owner, r.Permits, r.Capacity, b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
-			b.millis(r.Queue), r.Seq, b.idArg, b.modeArg}
+		script, call = semAcquireScript, semAcquireCall{Keys: k.script(r.Name, r.Owner), Owner: r.Owner,
+			Permits: r.Permits, Capacity: r.Capacity, queuedTake: b.queuedTake(r)}.args()
 	case r.Kind == store.Read || r.Kind == store.Write:
-		script, args = rwAcquireScript, []any{
-			r.Owner, r.Hold, side(r.Kind), b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
-			b.millis(r.Queue), r.Seq, b.idArg, b.modeArg, flag(r.Reenter)}
+		script, call = rwAcquireScript, rwAcquireCall{Keys: k.script(r.Name, r.Owner), Owner: r.Owner,
+			Hold: r.Hold, Side: side(r.Kind), queuedTake: b.queuedTake(r), Reenter: flag(r.Reenter)}.args()
 	case (r.Kind == store.Fair || r.Kind == store.Election) && !r.Reenter:
 		kind := "fair"
 		if r.Kind == store.Election {
 			kind = "elect"
 		}
-		script, args = fairAcquireScript, []any{
-			r.Owner, b.millis(r.Lease), b.retentionArg, b.hostArg, b.pidArg,
-			b.millis(r.Queue), r.Seq, b.idArg, b.modeArg, kind, r.Value}
+		script, call = fairAcquireScript, fairAcquireCall{Keys: k.script(r.Name, r.Owner), Owner: r.Owner,
+			queuedTake: b.queuedTake(r), Kind: kind, Value: r.Value}.args()
 	default: // a plain mutex, and re-entry into a fair one or an election
-		script = acquireScript
-		call = append(b.plainCall(script, r, 1), flag(r.Reenter))
-	}
-	if call == nil {
-		call = scriptArgs(script, k.script(r.Name, r.Owner), args...)
+		script, call = acquireScript, acquireCall{plainTake: b.plainTake(r), Reenter: flag(r.Reenter)}.args()
 	}
 	cmd, ackErr := b.runAcked(ctx, script, call)
 	res, err := cmd.Slice()
@@ -172,13 +164,12 @@ func (b *Backend) AcquireAll(ctx context.Context, rs []store.Request) ([]store.G
 	}
 	gs := make([]store.Grant, 0, len(rs))
 	for _, group := range groups {
-		var keys []string
-		args := []any{rs[group[0]].Lease.Milliseconds(), b.retentionArg, b.holderInfo()}
+		call := multiAcquireCall{Lease: rs[group[0]].Lease.Milliseconds(), Retention: b.retentionArg, Holder: b.holderInfo(),
+			Members: make([]multiMember, 0, len(group))}
 		for _, i := range group {
-			keys = append(keys, b.cfg.Keys.script(rs[i].Name, rs[i].Owner)...)
-			args = append(args, rs[i].Owner)
+			call.Members = append(call.Members, multiMember{Keys: b.cfg.Keys.script(rs[i].Name, rs[i].Owner), Owner: rs[i].Owner})
 		}
-		cmd, ackErr := b.runAcked(ctx, multiAcquireScript, scriptArgs(multiAcquireScript, keys, args...))
+		cmd, ackErr := b.runAcked(ctx, multiAcquireScript, call.args())
 		res, err := cmd.Slice()
 		if err != nil {
 			return gs, backendErr(ctx, err)
@@ -229,11 +220,11 @@ func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, 
 	k := b.cfg.Keys
 	var cmd *redis.Cmd
 	if r.Kind == store.Plain {
-		cmd = b.pipe.run(ctx, releasePlainScript,
-			append(callArgs(releasePlainScript, 1, 5), k.Lock(r.Name), r.Owner, r.Hold, b.modeArg, b.idArg))
+		cmd = b.pipe.run(ctx, releasePlainScript, releasePlainCall{L: k.Lock(r.Name), Owner: r.Owner, Hold: r.Hold,
+			Mode: b.modeArg, ID: b.idArg}.args())
 	} else {
-		cmd = b.pipe.run(ctx, releaseScript, scriptArgs(releaseScript, k.script(r.Name, ""),
-			r.Owner, r.Hold, k.Channel(r.Name), b.modeArg, b.idArg, b.retentionArg, flag(r.Kind.Queued())))
+		cmd = b.pipe.run(ctx, releaseScript, releaseCall{Keys: k.script(r.Name, ""), Owner: r.Owner, Hold: r.Hold,
+			handOn: b.handOn(r)}.args())
 	}
 	n, err := cmd.Int64()
 	if err != nil {
@@ -253,10 +244,8 @@ func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, 
 
 // Abandon implements store.Store.
 func (b *Backend) Abandon(ctx context.Context, r store.Request) (bool, error) {
-	k := b.cfg.Keys
-	n, err := b.pipe.run(ctx, abandonScript, scriptArgs(abandonScript, k.script(r.Name, r.Owner),
-		r.Owner, max(r.Lease.Milliseconds(), 1), k.Channel(r.Name), b.modeArg, b.idArg, b.retentionArg,
-		flag(r.Kind.Queued()))).Int64()
+	n, err := b.pipe.run(ctx, abandonScript, abandonCall{Keys: b.cfg.Keys.script(r.Name, r.Owner), Owner: r.Owner,
+		Mark: max(r.Lease.Milliseconds(), 1), handOn: b.handOn(r)}.args()).Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)
 	}
@@ -268,7 +257,8 @@ func (b *Backend) Abandon(ctx context.Context, r store.Request) (bool, error) {
 // returns the capacity before (0 if it was not set) and the permits held
 // after those grants.
 func (b *Backend) SetPermits(ctx context.Context, name string, n int) (before, held int, err error) {
-	res, err := semPermitsScript.Run(ctx, b.rdb, b.cfg.Keys.script(name, ""), n, b.retentionArg, b.modeArg).Slice()
+	res, err := process(ctx, b.rdb, semPermitsScript, semPermitsCall{Keys: b.cfg.Keys.script(name, ""), Capacity: n,
+		Retention: b.retentionArg, Mode: b.modeArg}.args()).Slice()
 	if err != nil {
 		return 0, 0, backendErr(ctx, err)
 	}

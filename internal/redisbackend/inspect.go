@@ -23,7 +23,7 @@ var scriptKinds = map[string]store.Kind{
 // Inspect reads the state of the named lock.
 func (b *Backend) Inspect(ctx context.Context, name string) (store.State, error) {
 	k := b.cfg.Keys
-	res, err := inspectScript.Run(ctx, b.rdb, k.script(name, "")).Slice()
+	res, err := process(ctx, b.rdb, inspectScript, inspectCall{Keys: k.script(name, "")}.args()).Slice()
 	if err != nil {
 		return store.State{}, backendErr(ctx, err)
 	}
@@ -97,8 +97,8 @@ func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
 // lock to delete.
 func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	k := b.cfg.Keys
-	n, err := forceUnlockScript.Run(ctx, b.rdb, k.script(name, ""),
-		k.Channel(name), b.modeArg, b.retentionArg, k.holderChannels(), name).Int64()
+	n, err := process(ctx, b.rdb, forceUnlockScript, forceUnlockCall{Keys: k.script(name, ""), Channel: k.Channel(name),
+		Mode: b.modeArg, Retention: b.retentionArg, Holders: k.holderChannels(), Name: name}.args()).Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)
 	}
@@ -112,7 +112,8 @@ func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
 // at most, or 0 if the lock was not held.
 func (b *Backend) Revoke(ctx context.Context, name string) (time.Duration, error) {
 	k := b.cfg.Keys
-	ms, err := revokeScript.Run(ctx, b.rdb, k.script(name, ""), k.holderChannels(), name).Int64()
+	ms, err := process(ctx, b.rdb, revokeScript, revokeCall{Keys: k.script(name, ""), Holders: k.holderChannels(),
+		Name: name}.args()).Int64()
 	if err != nil {
 		return 0, backendErr(ctx, err)
 	}

@@ -34,20 +34,23 @@ func (k Keys) Holders(name string) string { return k.Lock(name) + ":h" }
 // Capacity is a semaphore's number of permits.
 func (k Keys) Capacity(name string) string { return k.Lock(name) + ":cap" }
 
-// script returns the eight keys the lock scripts take, in the order they
+// lockKeys are the eight keys the lock scripts take, in the order they
 // take them (see scripts/lib.lua; acquire.lua and release_plain.lua take
-// fewer, see plain). owner names the abandonment mark, the seventh;
-// scripts without an owner get the mark of the empty owner, which they do
-// not use.
-func (k Keys) script(name, owner string) []string {
+// fewer, see plain).
+type lockKeys [8]string
+
+// script returns the lock scripts' keys of the named lock. owner names
+// the abandonment mark, the seventh; scripts without an owner get the mark
+// of the empty owner, which they do not use.
+func (k Keys) script(name, owner string) lockKeys {
 	// One string holds the eight, one after the other: one allocation.
 	lock := k.Lock(name)
 	all := lock + lock + ":fence" + lock + ":q" + lock + ":qt" + lock + ":qi" + lock + ":h" +
 		lock + ":abandoned:" + owner + lock + ":cap"
-	keys := make([]string, 0, 8)
-	for _, suffix := range [...]int{0, len(":fence"), len(":q"), len(":qt"), len(":qi"), len(":h"), len(":abandoned:") + len(owner), len(":cap")} {
+	var keys lockKeys
+	for i, suffix := range [...]int{0, len(":fence"), len(":q"), len(":qt"), len(":qi"), len(":h"), len(":abandoned:") + len(owner), len(":cap")} {
 		n := len(lock) + suffix
-		keys = append(keys, all[:n])
+		keys[i] = all[:n]
 		all = all[n:]
 	}
 	return keys

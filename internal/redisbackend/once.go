@@ -34,7 +34,8 @@ func decodeRecord(s string) (store.Record, bool) {
 // clock is in (period 0: a job per key, and the period returned is 0). ok
 // is false when there is no record (or an unreadable one).
 func (b *Backend) CheckOnce(ctx context.Context, name string, period time.Duration) (now uint64, rec store.Record, ok bool, err error) {
-	res, err := onceCheckScript.Run(ctx, b.rdb, []string{b.cfg.Keys.Done(name)}, period.Milliseconds()).Slice()
+	res, err := process(ctx, b.rdb, onceCheckScript,
+		onceCheckCall{Done: b.cfg.Keys.Done(name), Period: period.Milliseconds()}.args()).Slice()
 	if err != nil {
 		return 0, store.Record{}, false, backendErr(ctx, err)
 	}
@@ -56,8 +57,8 @@ func (b *Backend) CheckOnce(ctx context.Context, name string, period time.Durati
 // wrapping ErrNotReplicated: the master has it, a failover may lose it.
 func (b *Backend) RecordOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) (bool, error) {
 	rec.Host, rec.PID = b.cfg.Host, b.cfg.PID
-	cmd, ackErr := b.runAcked(ctx, onceDoneScript, scriptArgs(onceDoneScript, []string{b.cfg.Keys.Lock(name), b.cfg.Keys.Done(name)},
-		strconv.FormatUint(rec.Token, 10), encodeRecord(rec), max(keep.Milliseconds(), 1)))
+	cmd, ackErr := b.runAcked(ctx, onceDoneScript, onceDoneCall{L: b.cfg.Keys.Lock(name), Done: b.cfg.Keys.Done(name),
+		Token: strconv.FormatUint(rec.Token, 10), Record: encodeRecord(rec), Keep: max(keep.Milliseconds(), 1)}.args())
 	n, err := cmd.Int64()
 	if err != nil {
 		return false, backendErr(ctx, err)

@@ -43,12 +43,7 @@ func (p *pipeliner) run(ctx context.Context, script *redis.Script, args []any) *
 	if p.inflight < p.limit {
 		p.inflight++
 		p.mu.Unlock()
-		cmd := evalSha(ctx, args)
-		_ = p.rdb.Process(ctx, cmd)
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmd = eval(ctx, script, args)
-			_ = p.rdb.Process(ctx, cmd)
-		}
+		cmd := process(ctx, p.rdb, script, args)
 		p.finish()
 		return cmd
 	}

@@ -24,7 +24,7 @@ func (b *Backend) AcquireToken(ctx context.Context, r store.Request, token uint6
 		return store.Grant{}, 0, err
 	}
 	res, err := b.pipe.run(ctx, quorumAcquireScript,
-		append(b.plainCall(quorumAcquireScript, r, 1), strconv.FormatUint(token, 10))).Slice()
+		quorumAcquireCall{plainTake: b.plainTake(r), Token: strconv.FormatUint(token, 10)}.args()).Slice()
 	if err != nil {
 		return store.Grant{}, 0, backendErr(ctx, err)
 	}

@@ -80,20 +80,16 @@ func (b *Backend) Renew(ctx context.Context, rs []store.Request, report func(int
 		c.idx = append(c.idx, i)
 		switch g.kind {
 		case refreshPlaces:
-			c.keys = append(c.keys, k.script(r.Name, r.Owner)...)
 			capacity := 0
 			if r.Kind == store.Semaphore {
 				capacity = r.Capacity
 			}
-			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Queue.Milliseconds(), r.Seq,
-				b.retentionArg, b.modeArg, capacity)
+			refreshItem{Keys: k.script(r.Name, r.Owner), Owner: r.Owner, Lease: r.Lease.Milliseconds(),
+				Queue: r.Queue.Milliseconds(), Seq: r.Seq, Retention: b.retentionArg, Mode: b.modeArg, Capacity: capacity}.addTo(c)
 		case renewHolders:
-			keys := k.shared(r.Name)
-			c.keys = append(c.keys, keys[:]...)
-			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Seq)
+			sharedRenewItem{Keys: k.shared(r.Name), Owner: r.Owner, Lease: r.Lease.Milliseconds(), Seq: r.Seq}.addTo(c)
 		default:
-			c.keys = append(c.keys, k.Lock(r.Name))
-			c.argv = append(c.argv, r.Owner, r.Lease.Milliseconds(), r.Seq)
+			renewItem{L: k.Lock(r.Name), Owner: r.Owner, Lease: r.Lease.Milliseconds(), Seq: r.Seq}.addTo(c)
 		}
 	}
 	groups := b.byNode(ctx, chunks)

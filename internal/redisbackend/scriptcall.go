@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,6 +38,18 @@ func evalSha(ctx context.Context, args []any) *redis.Cmd {
 	return cmd
 }
 
+// process runs a call on rdb: EVALSHA, then EVAL if the server answers
+// NOSCRIPT, as redis.Script's Run does.
+func process(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, args []any) *redis.Cmd {
+	cmd := evalSha(ctx, args)
+	_ = rdb.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates
+		cmd = eval(ctx, script, args)
+		_ = rdb.Process(ctx, cmd)
+	}
+	return cmd
+}
+
 // eval returns the call as EVAL with script's text, which makes Redis
 // load it: for a call refused with NOSCRIPT.
 func eval(ctx context.Context, script *redis.Script, args []any) *redis.Cmd {
@@ -52,18 +63,6 @@ func eval(ctx context.Context, script *redis.Script, args []any) *redis.Cmd {
 func firstKey(args []any) string {
 	k, _ := args[3].(string)
 	return k
-}
-
-// plainCall returns the start of a call of script (acquire.lua or
-// quorum_acquire.lua) by r: the four keys of a plain mutex and the
-// arguments the two scripts share, with room for more arguments after them.
-func (b *Backend) plainCall(script *redis.Script, r store.Request, more int) []any {
-	keys := b.cfg.Keys.plain(r.Name, r.Owner)
-	call := callArgs(script, len(keys), len(keys)+5+more)
-	for _, k := range keys {
-		call = append(call, k)
-	}
-	return append(call, r.Owner, r.Hold, b.millis(r.Lease), b.retentionArg, b.holderInfo())
 }
 
 // holderInfo is the script argument that says who takes a lock: 'pid
