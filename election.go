@@ -42,7 +42,7 @@ func (c *Client) Election(name string, opts ...MutexOption) *Election {
 // Name is the name of the election.
 func (e *Election) Name() string { return e.name }
 
-// Err returns, without contacting Redis, the error every method of e
+// Err returns, without contacting the store, the error every method of e
 // returns because its name or an option is invalid, or nil.
 func (e *Election) Err() error { return e.check("election") }
 
@@ -59,14 +59,14 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Lease, error) {
 // Resign ends the leadership that lease, a Lease of Campaign on e, holds:
 // it is lease.Unlock(ctx), by the name etcd's concurrency.Election gives
 // it. The lease's context is cancelled before the next candidate can
-// lead. A lease of another lock fails with ErrInvalidOption, and
-// nothing is released.
+// lead. A lease of another lock (another name, another kind, or another
+// Client's) fails with ErrInvalidOption, and nothing is released.
 func (e *Election) Resign(ctx context.Context, lease *Lease) error {
 	switch {
 	case lease == nil:
 		return opErr("resign", e.name, errNilLease)
-	case lease.Name() != e.name:
-		return opErr("resign", e.name, fmt.Errorf("%w: the lease is of %q, not of this election", ErrInvalidOption, lease.Name()))
+	case lease.Name() != e.name || lease.l.Kind() != engine.Election || lease.c != e.c:
+		return opErr("resign", e.name, fmt.Errorf("%w: the lease is not one of this election's Campaign on this Client", ErrInvalidOption))
 	}
 	return opErr("resign", e.name, lease.l.Unlock(ctx))
 }

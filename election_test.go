@@ -282,6 +282,10 @@ func TestElectionResign(t *testing.T) {
 		t.Error("the resigned leader's lease context is live")
 	}
 	l := <-next
+	c2, _ := newClient(t, srv)
+	if err := c2.Election("resign").Resign(ctx, l); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("Resign with another Client's leadership: %v, want ErrInvalidOption", err)
+	}
 	if leader, err := e.Leader(ctx); err != nil || leader.Value != "b" || leader.Term != l.Token() {
 		t.Errorf("Leader after Resign = %+v, %v; want b, term %d", leader, err, l.Token())
 	}

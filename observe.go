@@ -33,15 +33,32 @@ import (
 // failure is reported to the Client's event handler and logger as an
 // EventObserveFailed, with the election's name. So a channel that closes
 // says that ctx ended or the Client was closed, never that Redis failed.
-// If the election's name or an option is invalid (see Err), or the Client
-// is closed already, the channel is closed at once.
+// If the election's name or an option is invalid (see Err), the Client is
+// closed already, or its store cannot tell of leaders (it is no
+// store.LeaderWatcher and store.Inspector: the failure, wrapping
+// ErrUnsupported, is reported as an EventObserveFailed), the channel is
+// closed at once.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
 	o := &observer{e: e, out: out, wake: make(chan struct{}, 1)}
-	if e.lock.err != nil || e.c.usable() != nil || !e.c.observers.start(ctx, o.run) {
+	if e.lock.err != nil || e.c.usable() != nil || !o.supported() || !e.c.observers.start(ctx, o.run) {
 		close(out)
 	}
 	return out
+}
+
+// supported reports whether the Client's store can tell of leaders; if it
+// cannot, it reports the failure.
+func (o *observer) supported() bool {
+	_, err := capability[store.LeaderWatcher](o.e.c, "Observe")
+	if err == nil {
+		_, err = capability[store.Inspector](o.e.c, "Observe")
+	}
+	if err != nil {
+		emit(o.e.c.cfg.handler, o.e.c.cfg.logger, Event{Kind: EventObserveFailed, Name: o.e.name, Err: err})
+		return false
+	}
+	return true
 }
 
 // The bounds of the delay before Observe tries again after a failure, and

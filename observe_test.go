@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
+	"github.com/distlock/distlock/store"
 )
 
 // next receives the next value of an Observe channel, failing t if none
@@ -230,4 +232,48 @@ func ExampleElection_Observe() {
 	// leader: ""
 	// leader: "node-a:8080", term true
 	// leader: ""
+}
+
+// TestObserveUnsupported: on a store that serves elections but cannot tell
+// of leaders (no store.LeaderWatcher), Observe's channel closes at once,
+// and the failure is reported, wrapping ErrUnsupported, instead of being
+// retried for ever.
+func TestObserveUnsupported(t *testing.T) {
+	srv := redistest.Start(t)
+	failed := make(chan error, 1)
+	// Embedding the interface hides the store's optional ones.
+	c := distlock.New(struct{ store.Store }{redisstore.New(srv.Client(t))}, distlock.WithLogger(nil),
+		distlock.WithEventHandler(func(ev distlock.Event) {
+			if ev.Kind == distlock.EventObserveFailed {
+				select {
+				case failed <- ev.Err:
+				default:
+				}
+			}
+		}))
+	t.Cleanup(func() { c.Close() })
+	ctx := testCtx(t)
+	l, err := c.Election("unobservable").Campaign(ctx, "a")
+	if err != nil {
+		t.Fatalf("Campaign on the store without LeaderWatcher: %v", err)
+	}
+	select {
+	case _, ok := <-c.Election("unobservable").Observe(ctx):
+		if ok {
+			t.Error("Observe's channel sent a leader; want it closed at once")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Observe's channel still open 5 s later (it retries a watch the store cannot make)")
+	}
+	select {
+	case err := <-failed:
+		if !errors.Is(err, distlock.ErrUnsupported) {
+			t.Errorf("EventObserveFailed: %v, want ErrUnsupported", err)
+		}
+	default:
+		t.Error("no EventObserveFailed")
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
 }
