@@ -7,8 +7,9 @@
 //	defer c.Close()
 //
 // A store does not contact Redis until it is used, and never closes the
-// go-redis clients it is given: close them after the Client. Redis 6.2 or
-// later is required (older servers fail with ErrUnsupported).
+// go-redis clients it is given: close them after the Client. A store
+// serves one Client. Redis 6.2 or later is required (older servers fail
+// with an error wrapping store.ErrUnsupported, distlock.ErrUnsupported).
 package redisstore
 
 import (
@@ -33,7 +34,9 @@ const (
 
 // New returns a store on rdb, which may be a standalone, Sentinel
 // (failover) or Cluster go-redis client. It serves every kind of lock and
-// every operation of distlock. Invalid options or a nil rdb do not panic:
+// every operation of distlock: it implements every optional interface of
+// package store (Validator, Inspector, Lister, ForceUnlocker, Revoker,
+// RevokeWatcher, OnceKeeper, PermitSetter, LeaderWatcher, GrantConfirmer). Invalid options or a nil rdb do not panic:
 // every operation of a Client on the store then returns an error wrapping
 // store.ErrInvalidOption (distlock.ErrInvalidOption).
 func New(rdb redis.UniversalClient, opts ...Option) store.Store {
@@ -55,7 +58,8 @@ func New(rdb redis.UniversalClient, opts ...Option) store.Store {
 // alone, the quorum is what replicates.
 //
 // Mutex, MultiMutex, Inspect, ForceUnlock, Revoke and List work as on a
-// store of New; a lock is held once a quorum of masters took it within
+// store of New (it is a store.Validator, Inspector, Lister,
+// ForceUnlocker, Revoker and RevokeWatcher); a lock is held once a quorum of masters took it within
 // its lease, renewed while a quorum confirms, and its fencing token
 // increases per name across holders. The kinds whose state a quorum cannot
 // keep in one order (FairMutex, RWMutex, Semaphore, Election) and Once
@@ -206,3 +210,28 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 		c.replicas, c.replicaTimeout = replicas, timeout
 	}
 }
+
+// What New and NewRedlock say their stores implement.
+type (
+	redlockStore interface {
+		store.Store
+		store.Validator
+		store.Inspector
+		store.Lister
+		store.ForceUnlocker
+		store.Revoker
+		store.RevokeWatcher
+	}
+	redisStore interface {
+		redlockStore
+		store.OnceKeeper
+		store.PermitSetter
+		store.LeaderWatcher
+		store.GrantConfirmer
+	}
+)
+
+var (
+	_ redisStore   = (*redisbackend.Backend)(nil)
+	_ redlockStore = (*redlock.Backend)(nil)
+)

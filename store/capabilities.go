@@ -32,10 +32,12 @@ type Inspector interface {
 	Inspect(ctx context.Context, name string) (State, error)
 }
 
-// A Lister lists the locks that exist now.
+// A Lister lists the locks that are held now.
 type Lister interface {
-	// List returns the names of the locks held or waited for now that
-	// match the glob pattern (path.Match syntax), in any order.
+	// List returns, in any order, the names of the locks held now that
+	// match the glob pattern, read as Redis's SCAN MATCH reads it (as
+	// the Client's List says): * matches any characters, / included,
+	// ? one character, [abc] one of a class, and \ escapes the next one.
 	List(ctx context.Context, pattern string) ([]string, error)
 }
 
@@ -69,8 +71,9 @@ type OnceKeeper interface {
 	CheckOnce(ctx context.Context, name string, period time.Duration) (now uint64, rec Record, ok bool, err error)
 	// RecordOnce records that the job name ran, as rec says, for keep, if
 	// and only if the lock name is still held with token rec.Token (the
-	// job's hold): it reports false, and records nothing, when it is not. A record that the store applied but could
-	// not confirm durable is reported true with an error.
+	// job's hold): it reports false, and records nothing, when it is
+	// not. A record that the store applied but could not confirm durable
+	// is reported true with an error.
 	RecordOnce(ctx context.Context, name string, rec Record, keep time.Duration) (bool, error)
 	// ForgetOnce deletes the record of the job name, and reports whether
 	// it had one.

@@ -5,20 +5,25 @@
 //	c := distlock.New(redisstore.New(rdb))
 //
 // A store implements Store: one atomic step per request (acquire, release,
-// abandon, renew) and notices of releases and grants. Package distlock's
-// engine drives it: it decides when to try, wait, renew and give up, keeps
-// every lease's local deadline, and counts on the guarantees documented on
-// Store to make late and repeated requests harmless. What a store can do
-// beyond that (inspection, listing, force-unlock and revocation, run-once
-// records, semaphore capacity, leader announcements, confirmation of
-// grants) it declares by implementing the small interfaces of
-// capabilities.go; distlock finds them by type assertion, and an operation
-// whose interface a store lacks fails with ErrUnsupported.
+// abandon, renew) and notices of releases and grants. The Client of
+// package distlock drives it: it decides when to try, wait, renew and give
+// up, keeps every lease's local deadline, and counts on the guarantees
+// documented on Store to make late and repeated requests harmless. What a
+// store can do beyond that it declares by implementing small interfaces,
+// which distlock finds by type assertion: Validator (what it refuses
+// before any request), Inspector, Lister, ForceUnlocker, Revoker,
+// RevokeWatcher, OnceKeeper, PermitSetter, LeaderWatcher and
+// GrantConfirmer. An operation whose interface a store lacks fails with
+// ErrUnsupported, before any request.
 //
 // Errors: every failure of the store itself wraps ErrBackend (and
 // ErrUnsent as well when the request certainly never reached it); a
-// request the store cannot serve wraps ErrUnsupported. Never return a
-// weaker guarantee silently.
+// request the store cannot serve wraps ErrUnsupported; the outcomes the
+// methods document (ErrWrongKind, ErrDeadlock, ErrNotHeld, ErrSuperseded,
+// ErrNotReplicated, ErrInvalidOption) are returned as they say. ErrClosed,
+// ErrLockLost, ErrLeaseExpired and ErrNotAcquired are the Client's own. A
+// store never gives a weaker guarantee silently: what it cannot give is
+// ErrUnsupported.
 //
 // Package storetest checks a store against all of this through the public
 // API of distlock: a store passes it before it is used.

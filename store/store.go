@@ -8,16 +8,19 @@ import (
 	"time"
 )
 
-// A Store keeps locks. The engine drives it: it decides when to try,
-// wait, renew and give up; the backend makes each of those one atomic step
-// on its store and delivers notices (releases and grants).
+// A Store keeps locks. The Client (package distlock) drives it: it
+// decides when to try, wait, renew and give up; the store makes each of
+// those one atomic step and delivers notices (releases and grants). A
+// store serves one Client: the Client closes it, and a store that ignores
+// its own releases (as it may, see Watch) would keep a second Client's
+// waiters from hearing of the first one's.
 //
 // Every method must be safe for concurrent use. Errors that come from the
 // store must wrap ErrBackend. A request may be applied even when its
 // method returned an error (a lost reply), and even later (a request held
-// up in the network): the engine counts on the guarantees below to make
+// up in the network): the Client counts on the guarantees below to make
 // such late requests harmless. An error that also wraps ErrUnsent says
-// that the request never reached the store, in any attempt: the engine
+// that the request never reached the store, in any attempt: the Client
 // then cleans nothing up after it.
 //
 // # Kinds
@@ -26,7 +29,7 @@ import (
 // than the lock in use fails with an error wrapping ErrWrongKind and leaves
 // that lock untouched. Plain locks are raced for: a waiter retries when it
 // is notified of a release. Queued kinds keep their waiters on the store,
-// in places ordered by arrival, and the backend grants the lock to the
+// in places ordered by arrival, and the store grants the lock to the
 // first place in line itself when the lock is freed (by a release, an
 // abandonment, a force-unlock, or the end of the holder's lease seen by a
 // refresh).
@@ -41,7 +44,7 @@ import (
 // grant if that is sooner, so a grantee that died stalls the queue no
 // longer than a place would. A grant reports the Seq of the place's last
 // applied request and a Lease such that the lock expires no earlier than
-// Lease after that request was applied (min(r.Lease, r.Queue)); the engine
+// Lease after that request was applied (min(r.Lease, r.Queue)); the Client
 // renews a granted lease to r.Lease at its first renewal. A grant is told
 // to the grantee's Watch as a Notice, and to its next refresh.
 type Store interface {
@@ -67,7 +70,7 @@ type Store interface {
 	// another owner, not Acquired, with its holder's remaining lease (the
 	// members after it are not tried; the members before it in the same
 	// step are not Acquired; those a separate step took are, and the
-	// engine abandons them). A member of another kind stops it with an
+	// Client abandons them). A member of another kind stops it with an
 	// error wrapping ErrWrongKind, beside the grants so far. Repeating a
 	// request that succeeded changes nothing.
 	AcquireAll(ctx context.Context, rs []Request) ([]Grant, error)
@@ -116,7 +119,7 @@ type Store interface {
 	// of this Store. It returns once notices are flowing, so one sent
 	// after Watch returns is never missed. wake gets a zero Notice when
 	// notices may have been lost (a reconnection). Releases made through
-	// this Store itself are not delivered (the engine hands those over
+	// this Store itself are not delivered (the Client hands those over
 	// to its waiters directly); grants always are. wake must not block.
 	Watch(ctx context.Context, name string, kind Kind, wake func(Notice)) (stop func(), err error)
 
@@ -129,21 +132,21 @@ type Store interface {
 
 // A RevokeWatcher is a Store that tells holders when their lock was deleted
 // (a force-unlock), so that a hold ends at once rather than at its next
-// renewal. The engine uses it when its Store implements it.
+// renewal. The Client uses it when its Store implements it.
 type RevokeWatcher interface {
 	// WatchRevoked delivers to fn, until stop is called, the name of each
-	// lock deleted from an owner that may be of this engine, with that
+	// lock deleted from an owner that may be of this Client, with that
 	// owner's GranteeID; fn must not block. It returns once notices are
 	// flowing. Notices may be lost (the holder then learns at its next
-	// renewal) or concern owners of other engines.
+	// renewal) or concern owners of other Clients.
 	WatchRevoked(ctx context.Context, fn func(name, grantee string)) (stop func(), err error)
 }
 
 // A GrantConfirmer is a Store whose grants count only once the grantee
 // itself has confirmed them. A grant that reaches a waiter through a
 // Notice or a refresh was written by someone else's request (a release,
-// an abandonment, the refresh that found it), which the backend could not
-// vouch for on the grantee's behalf: before the engine hands such a lock
+// an abandonment, the refresh that found it), which the store could not
+// vouch for on the grantee's behalf: before the Client hands such a lock
 // out, it renews the lease (Renew, to the hold's lease) and waits for that
 // renewal's outcome. If the renewal is not confirmed, the lock is given up
 // (Abandon: the next in line is granted it) and the acquisition fails with
@@ -160,7 +163,9 @@ type GrantConfirmer interface {
 }
 
 // A Kind is a kind of lock. Kinds never mix: a name is used by one kind at
-// a time.
+// a time. Plain is distlock's Mutex, Fair its FairMutex, Read and Write
+// the two sides of its RWMutex; String gives the names distlock.Kind
+// uses.
 type Kind int
 
 const (

@@ -16,7 +16,7 @@ import (
 // granted to the waiter that left (which would hold it up to its queue
 // timeout).
 func testCancelledWait(t *testing.T, s *suite) {
-	eachQueued(t, s, func(t *testing.T, k queuedKind) {
+	eachQueued(t, s, func(t *testing.T, k lockKind) {
 		w := newWaits()
 		a, b, c := s.client(t, nil), s.client(t, nil, distlock.WithEventHandler(w.handle)), s.client(t, nil)
 		name := s.name(t, "")
@@ -52,7 +52,7 @@ func testClose(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var k *queuedKind
+	var k *lockKind
 	for i := range queuedKinds {
 		if !errors.Is(queuedKinds[i].err(a, queued), distlock.ErrUnsupported) {
 			k = &queuedKinds[i]
@@ -156,26 +156,71 @@ func testCapabilities(t *testing.T, s *suite) {
 		err := b.Semaphore(s.name(t, "sem"), 2).SetPermits(ctx, 3)
 		check("SetPermits", has[store.PermitSetter](t, s), err)
 	}
-	left, err := b.Mutex(name).Revoke(ctx)
-	check("Revoke", has[store.Revoker](t, s), err)
-	if err == nil && left <= 0 {
-		t.Errorf("Revoke of a held lock: %v left, want > 0", left)
+	// Revoke and ForceUnlock, each on a lock of its own. A holder learns
+	// of either at once from a RevokeWatcher store, else at its next
+	// renewal: every second or two with a lease of 6 s.
+	revoked, err := a.Mutex(s.name(t, "revoked"), distlock.WithTTL(6*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	had, err := b.Mutex(name).ForceUnlock(ctx)
+	left, err := b.Mutex(revoked.Name()).Revoke(ctx)
+	check("Revoke", has[store.Revoker](t, s), err)
+	if err == nil {
+		if left <= 0 {
+			t.Errorf("Revoke of a held lock: %v left, want > 0", left)
+		}
+		if _, err := b.Mutex(revoked.Name()).TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Errorf("TryLock of a revoked lock before its holder unlocked it: %v, want ErrNotAcquired", err)
+		}
+		awaitLost(t, revoked, "revoked")
+		unlockLost(t, revoked)
+		l2, err := b.Mutex(revoked.Name()).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock after the revoked holder unlocked: %v", err)
+		}
+		unlock(t, l2)
+	} else {
+		unlock(t, revoked)
+	}
+	forced, err := a.Mutex(s.name(t, "forced"), distlock.WithTTL(6*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	had, err := b.Mutex(forced.Name()).ForceUnlock(ctx)
 	check("ForceUnlock", has[store.ForceUnlocker](t, s), err)
 	if err == nil {
 		if !had {
 			t.Error("ForceUnlock of a held lock reported nothing to delete")
 		}
-		l2, err := b.Mutex(name).TryLock(ctx)
+		l2, err := b.Mutex(forced.Name()).TryLock(ctx)
 		if err != nil {
 			t.Fatalf("TryLock after ForceUnlock: %v", err)
 		}
+		awaitLost(t, forced, "forced out")
 		unlock(t, l2)
-		select {
-		case <-l.Context().Done():
-		case <-time.After(10 * time.Second):
-			t.Error("the forced-out holder's lease context is live 10 s later (a renewal comes every 2 s at most)")
+	}
+	_ = forced.Unlock(context.Background())
+}
+
+// awaitLost waits until the lease context of l, whose lock was taken from
+// it, ends with ErrLockLost.
+func awaitLost(t *testing.T, l *distlock.Lease, how string) {
+	t.Helper()
+	select {
+	case <-l.Context().Done():
+		if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+			t.Errorf("the %s holder's lease context ended with %v, want ErrLockLost", how, cause)
 		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("the %s holder's lease context is live 10 s later (a renewal comes every 2 s at most)", how)
+	}
+}
+
+// unlockLost unlocks a lease whose lock was revoked: the release may report
+// the loss.
+func unlockLost(t *testing.T, l *distlock.Lease) {
+	t.Helper()
+	if err := l.Unlock(context.Background()); err != nil && !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Unlock of the revoked lease: %v", err)
 	}
 }

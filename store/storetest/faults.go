@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/distlock/distlock/store"
 )
@@ -13,8 +15,9 @@ import (
 // faulty wraps a store to put faults between a Client and it: renewals
 // that never reach the store, and a request held back (as by a slow
 // network) until the check lets it go on, after its caller gave up on it.
-// It hides the store's optional interfaces: the checks that use it need
-// none.
+// It passes on the store's Validator and GrantConfirmer (a store that
+// wants grants confirmed keeps them confirmed), and hides the other
+// optional interfaces: the checks that use it need none.
 type faulty struct {
 	store.Store
 
@@ -31,28 +34,61 @@ type heldBack struct {
 	arrived chan struct{} // closed when the request has reached the wrapper
 	release chan struct{} // closed by the check: the request goes on to the store
 	done    chan error    // the store's answer: an error, or nil for an acquisition that took nothing
+	once    sync.Once     // closes release
 }
 
-func newHeldBack() *heldBack {
-	return &heldBack{arrived: make(chan struct{}), release: make(chan struct{}), done: make(chan error, 1)}
+// newHeldBack returns a heldBack that the end of t lets go on, if the
+// check did not (it failed before): a request held for ever would hold up
+// the Client's Close.
+func newHeldBack(t *testing.T) *heldBack {
+	h := &heldBack{arrived: make(chan struct{}), release: make(chan struct{}), done: make(chan error, 1)}
+	t.Cleanup(h.goOn)
+	return h
+}
+
+// goOn lets the held-back request go on to the store; it may be called
+// more than once.
+func (h *heldBack) goOn() { h.once.Do(func() { close(h.release) }) }
+
+// Err and Validate implement store.Validator as the store does, if it
+// does.
+func (f *faulty) Err() error {
+	if v, ok := f.Store.(store.Validator); ok {
+		return v.Err()
+	}
+	return nil
+}
+
+func (f *faulty) Validate(kind store.Kind, lease, queue time.Duration) error {
+	if v, ok := f.Store.(store.Validator); ok {
+		return v.Validate(kind, lease, queue)
+	}
+	return nil
+}
+
+// ConfirmGrants implements store.GrantConfirmer as the store does.
+func (f *faulty) ConfirmGrants() bool {
+	gc, ok := f.Store.(store.GrantConfirmer)
+	return ok && gc.ConfirmGrants()
 }
 
 // errDropped is the failure of a renewal that a faulty store dropped.
 var errDropped = fmt.Errorf("%w: storetest: renewal dropped", store.ErrBackend)
 
-// holdAcquire holds back the next Acquire.
-func (f *faulty) holdAcquire() *heldBack {
+// holdAcquire holds back the next Acquire, until the check lets it go
+// on (go), or the test ends.
+func (f *faulty) holdAcquire(t *testing.T) *heldBack {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.acquire = newHeldBack()
+	f.acquire = newHeldBack(t)
 	return f.acquire
 }
 
-// holdRenew holds back the next Renew.
-func (f *faulty) holdRenew() *heldBack {
+// holdRenew holds back the next Renew, as holdAcquire does.
+func (f *faulty) holdRenew(t *testing.T) *heldBack {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.renew = newHeldBack()
+	f.renew = newHeldBack(t)
 	return f.renew
 }
 

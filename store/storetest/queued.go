@@ -11,17 +11,18 @@ import (
 	"github.com/distlock/distlock/store"
 )
 
-// A queuedKind is one kind of lock whose waiters queue on the store, as a
-// check uses it.
-type queuedKind struct {
+// A lockKind is one kind of lock, as a check uses it.
+type lockKind struct {
 	name string
-	// lock acquires the exclusive side of the kind on c (waiting with
-	// wait), and returns what the kind's constructor reported.
+	// lock acquires the exclusive side of the kind on c, waiting with
+	// wait (Lock) or not (TryLock).
 	lock func(c *distlock.Client, name string, wait bool, ctx context.Context) (*distlock.Lease, error)
-	err  func(c *distlock.Client, name string) error
+	// err is what the kind's constructor reports (Err).
+	err func(c *distlock.Client, name string) error
 }
 
-var queuedKinds = []queuedKind{
+// queuedKinds are the kinds whose waiters queue on the store.
+var queuedKinds = []lockKind{
 	{"FairMutex",
 		func(c *distlock.Client, n string, wait bool, ctx context.Context) (*distlock.Lease, error) {
 			if wait {
@@ -50,8 +51,10 @@ var queuedKinds = []queuedKind{
 		func(c *distlock.Client, n string, wait bool, ctx context.Context) (*distlock.Lease, error) {
 			if !wait {
 				// An election has no TryLock: a candidate whose context
-				// has ended campaigns no more.
-				short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				// has ended campaigns no more. The checks that use it
+				// expect an answer at once (the name free, or in use as
+				// another kind).
+				short, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
 				ctx = short
 			}
@@ -61,7 +64,7 @@ var queuedKinds = []queuedKind{
 }
 
 // eachQueued runs check for every queued kind the store serves.
-func eachQueued(t *testing.T, s *suite, check func(t *testing.T, k queuedKind)) {
+func eachQueued(t *testing.T, s *suite, check func(t *testing.T, k lockKind)) {
 	for _, k := range queuedKinds {
 		t.Run(k.name, func(t *testing.T) {
 			served(t, k.name, k.err(s.client(t, nil), s.name(t, "")))
@@ -73,7 +76,7 @@ func eachQueued(t *testing.T, s *suite, check func(t *testing.T, k queuedKind)) 
 // testFIFO: waiters of a queued kind, in any clients, get the lock in the
 // order they queued.
 func testFIFO(t *testing.T, s *suite) {
-	eachQueued(t, s, func(t *testing.T, k queuedKind) {
+	eachQueued(t, s, func(t *testing.T, k lockKind) {
 		const n = 4
 		name := s.name(t, "")
 		ctx := ctx(t)
@@ -117,12 +120,12 @@ func testFIFO(t *testing.T, s *suite) {
 // testLateQueuedAcquire: an acquisition of a queued kind that reaches the
 // store after its caller gave up takes neither the lock nor a place.
 func testLateQueuedAcquire(t *testing.T, s *suite) {
-	eachQueued(t, s, func(t *testing.T, k queuedKind) {
+	eachQueued(t, s, func(t *testing.T, k lockKind) {
 		a, f := s.faultyClient(t)
 		b := s.client(t, nil)
 		name := s.name(t, "")
 		ctx := ctx(t)
-		h := f.holdAcquire()
+		h := f.holdAcquire(t)
 		short, cancel := context.WithCancel(ctx)
 		got := async(func() (*distlock.Lease, error) { return k.lock(a, name, true, short) })
 		<-h.arrived
@@ -130,7 +133,7 @@ func testLateQueuedAcquire(t *testing.T, s *suite) {
 		if r := get(t, got, 10*time.Second, "the abandoned acquisition"); !errors.Is(r.err, distlock.ErrNotAcquired) {
 			t.Fatalf("acquisition whose context ended while its request was held back: %v, want ErrNotAcquired", r.err)
 		}
-		close(h.release)
+		h.goOn()
 		if err := <-h.done; err != nil {
 			t.Fatal(err)
 		}
@@ -206,6 +209,11 @@ func testSemaphore(t *testing.T, s *suite) {
 	if _, err := cs[2].Semaphore(name, capacity).Acquire(ctx, capacity+1); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Fatalf("Acquire of more permits than the capacity: %v, want ErrInvalidOption", err)
 	}
+	// The capacity in force is the store's: a client that says 10 still
+	// finds the 3 permits held.
+	if _, err := cs[1].Semaphore(name, 10).TryAcquire(ctx, 1); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire by a client that says the capacity is 10, 3 of 3 held: %v, want ErrNotAcquired", err)
+	}
 	two := async(func() (*distlock.Lease, error) { return cs[2].Semaphore(name, capacity).Acquire(ctx, 2) })
 	w.await(t, name, 10*time.Second)
 	unlock(t, held[0])
@@ -259,34 +267,37 @@ func testElection(t *testing.T, s *suite) {
 // ErrWrongKind, and the lock in use is left as it was.
 func testKinds(t *testing.T, s *suite) {
 	a, b := s.client(t, nil), s.client(t, nil)
-	name := s.name(t, "")
 	ctx := ctx(t)
-	l, err := a.Mutex(name).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range queuedKinds {
-		if errors.Is(k.err(b, name), distlock.ErrUnsupported) {
-			continue
+	mutex := lockKind{"Mutex",
+		func(c *distlock.Client, n string, wait bool, ctx context.Context) (*distlock.Lease, error) {
+			if wait {
+				return c.Mutex(n).Lock(ctx)
+			}
+			return c.Mutex(n).TryLock(ctx)
+		},
+		func(c *distlock.Client, n string) error { return c.Mutex(n).Err() }}
+	var kinds []lockKind
+	for _, k := range append([]lockKind{mutex}, queuedKinds...) {
+		if !errors.Is(k.err(a, s.name(t, "")), distlock.ErrUnsupported) {
+			kinds = append(kinds, k)
 		}
-		if _, err := k.lock(b, name, false, ctx); !errors.Is(err, distlock.ErrWrongKind) {
-			t.Errorf("%s of a name held as a Mutex: %v, want ErrWrongKind", k.name, err)
-		}
 	}
-	if l.Context().Err() != nil {
-		t.Fatalf("the Mutex was lost: %v", context.Cause(l.Context()))
-	}
-	unlock(t, l)
-	for _, k := range queuedKinds {
-		if errors.Is(k.err(b, name), distlock.ErrUnsupported) {
-			continue
-		}
-		l, err := k.lock(b, name, false, ctx)
+	for _, held := range kinds {
+		name := s.name(t, held.name)
+		l, err := held.lock(a, name, true, ctx)
 		if err != nil {
-			t.Fatalf("%s of the name once free: %v", k.name, err)
+			t.Fatalf("%s: %v", held.name, err)
 		}
-		if _, err := a.Mutex(name).TryLock(ctx); !errors.Is(err, distlock.ErrWrongKind) {
-			t.Errorf("Mutex of a name held as a %s: %v, want ErrWrongKind", k.name, err)
+		for _, other := range kinds {
+			if other.name == held.name {
+				continue
+			}
+			if _, err := other.lock(b, name, false, ctx); !errors.Is(err, distlock.ErrWrongKind) {
+				t.Errorf("%s of a name held as a %s: %v, want ErrWrongKind", other.name, held.name, err)
+			}
+		}
+		if l.Context().Err() != nil {
+			t.Fatalf("the %s was lost: %v", held.name, context.Cause(l.Context()))
 		}
 		unlock(t, l)
 	}
