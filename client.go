@@ -31,9 +31,10 @@ type Client struct {
 //
 //	distlock.New(redisstore.New(rdb))
 //
-// New does not contact the store. The Client closes s when it is closed
-// (a store does not close the connections it was given: the caller does,
-// after the Client). Invalid options, a nil store, or a store made with
+// New does not contact the store. A store serves one Client, which closes
+// it when it is closed (a store does not close the connections it was
+// given: the caller does, after the Client); Clients that share locks
+// have stores of their own on the same servers. Invalid options, a nil store, or a store made with
 // invalid settings do not panic: every operation of the Client then
 // returns an error wrapping ErrInvalidOption.
 func New(s store.Store, opts ...Option) *Client {
@@ -156,7 +157,9 @@ func (c *Client) validate(kind engine.Kind, ttl, queue time.Duration) error {
 func (c *Client) Err() error { return clientErr("", c.cfg.err) }
 
 // List returns, sorted, the names of the locks that are held now and match
-// the glob pattern ("*" for all). The Redis store finds them with SCAN
+// the glob pattern ("*" for all; as Redis's SCAN MATCH reads it: *
+// matches any characters, / included, ? one, [abc] one of a class, and \
+// escapes the next character). The Redis store finds them with SCAN
 // (never KEYS) on every master. A store that cannot list fails with
 // ErrUnsupported.
 func (c *Client) List(ctx context.Context, pattern string) ([]string, error) {

@@ -146,9 +146,9 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // later renewals. It returns an error wrapping ErrLockLost if the lock was
 // lost, and ErrNotHeld if the lease was unlocked.
 //
-// ttl must lie within [MinTTL, MaxTTL] and, under
-// redisstore.WithReplicaAck, be at least six times the acknowledgement
-// timeout, as a lock's TTL must; otherwise Extend returns an error
+// ttl must lie within [MinTTL, MaxTTL] and be a lease the store accepts,
+// as a lock's TTL must (under redisstore.WithReplicaAck, at least six
+// times the acknowledgement timeout); otherwise Extend returns an error
 // wrapping ErrInvalidOption and sends nothing.
 //
 // If Extend cannot confirm the extension (ctx ended, Redis failed), it

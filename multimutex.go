@@ -41,7 +41,7 @@ type MultiMutex struct {
 }
 
 // MultiMutex returns the multi-lock of names (1 to MaxMembers distinct
-// lock names, in any order). It is cheap and does not contact Redis. The
+// lock names, in any order). It is cheap and does not contact the store. The
 // options apply to every member. An empty or too long list is an error
 // wrapping ErrInvalidOption, a bad or repeated name one wrapping
 // ErrInvalidName, returned by every method.
@@ -76,7 +76,7 @@ func (c *Client) MultiMutex(names []string, opts ...MutexOption) *MultiMutex {
 // Names returns the members' names, sorted.
 func (m *MultiMutex) Names() []string { return slices.Clone(m.names) }
 
-// Err returns, without contacting Redis, the error every method of m
+// Err returns, without contacting the store, the error every method of m
 // returns because its names or options are invalid, or nil.
 func (m *MultiMutex) Err() error { return opErr("multi-mutex", m.name(), m.err) }
 

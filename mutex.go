@@ -20,7 +20,7 @@ type Mutex struct {
 // Name is the name of the lock.
 func (m *Mutex) Name() string { return m.name }
 
-// Err returns, without contacting Redis, the error every method of m
+// Err returns, without contacting the store, the error every method of m
 // returns because its name or an option (of m or its Client) is invalid:
 // one wrapping ErrInvalidName or ErrInvalidOption. It is nil for a usable
 // Mutex.

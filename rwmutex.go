@@ -59,7 +59,7 @@ func (c *Client) RWMutex(name string, opts ...MutexOption) *RWMutex {
 // Name is the name of the lock.
 func (m *RWMutex) Name() string { return m.name }
 
-// Err returns, without contacting Redis, the error every method of m
+// Err returns, without contacting the store, the error every method of m
 // returns because its name or an option is invalid, or nil.
 func (m *RWMutex) Err() error { return m.check("rwmutex") }
 

@@ -31,7 +31,7 @@ const MaxPermits = 1 << 30
 // fit, as many as fit, in order, so a request for many permits is not
 // starved by a stream of small ones.
 //
-// The capacity in force is the one stored in Redis: set by the first user
+// The capacity in force is the one the store keeps: set by the first user
 // of the name (from its permits argument) or by SetPermits, and kept while
 // any permit is held or any acquisition waits (however long their leases
 // and queue timeouts), and for the fence retention
@@ -53,7 +53,7 @@ type Semaphore struct {
 
 // Semaphore returns the named semaphore of permits permits (1 to
 // MaxPermits; see the type's documentation for which capacity is in
-// force). It is cheap and does not contact Redis. A name is used by one
+// force). It is cheap and does not contact the store. A name is used by one
 // kind of lock at a time. The options are those of a mutex: WithTTL or
 // WithFixedLease set the lease of each acquisition, WithQueueTimeout how
 // long a waiter keeps its place without refreshing it.
@@ -69,14 +69,14 @@ func (c *Client) Semaphore(name string, permits int, opts ...MutexOption) *Semap
 // Name is the name of the semaphore.
 func (s *Semaphore) Name() string { return s.name }
 
-// Err returns, without contacting Redis, the error every method of s
+// Err returns, without contacting the store, the error every method of s
 // returns because its name, permits or an option is invalid, or nil.
 func (s *Semaphore) Err() error { return s.check("semaphore") }
 
 // Acquire blocks until it holds n permits, in its turn, or until ctx ends
 // (the error then wraps ErrNotAcquired and the context's cause). n must be
 // between 1 and the capacity: otherwise it fails at once with
-// ErrInvalidOption, as it does when the capacity stored in Redis is
+// ErrInvalidOption, as it does when the capacity the store keeps is
 // smaller than n.
 func (s *Semaphore) Acquire(ctx context.Context, n int) (*Lease, error) {
 	return s.acquirePermits(ctx, "acquire", n, true)
@@ -98,7 +98,7 @@ func (s *Semaphore) acquirePermits(ctx context.Context, op string, n int, wait b
 	return s.acquire(ctx, op, spec, wait)
 }
 
-// SetPermits sets the capacity stored in Redis to n (1 to MaxPermits), for
+// SetPermits sets the capacity the store keeps to n (1 to MaxPermits), for
 // operators. Growing it lets waiters in at once; shrinking it never
 // revokes permits already held: new acquisitions wait until the permits in
 // use fall below the new capacity. A waiter that asks for more permits
@@ -131,7 +131,7 @@ func (s *Semaphore) setPermits(ctx context.Context, n int) error {
 // SemaphoreInfo is a snapshot of a semaphore's state.
 type SemaphoreInfo struct {
 	Name string
-	// Capacity is the capacity in force (stored in Redis); 0 if none is
+	// Capacity is the capacity in force (as the store keeps it); 0 if none is
 	// stored (the semaphore has not been used for the fence retention).
 	Capacity int
 	// InUse is how many permits are held.
