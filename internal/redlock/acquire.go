@@ -202,7 +202,7 @@ func (b *Backend) giveUp(ctx context.Context, r store.Request, touched []touch) 
 
 // reenter adds hold r.Hold to a lock that r.Owner holds: acquired when a
 // quorum added it, not acquired (the hold is lost) when a quorum cannot.
-// A hold added on fewer nodes is released by the store.
+// A hold added on fewer nodes is released by the engine.
 func (b *Backend) reenter(ctx context.Context, r store.Request) (store.Grant, error) {
 	var added, refused, failed, holds int
 	var token uint64
