@@ -886,6 +886,22 @@ func (c *chaosClient) recordScript(sc scriptCall, owner, call, callWall int64) {
 		c.recordEnqueue(sc, owner, call, callWall)
 	}
 	c.recordScriptError(sc)
+	c.recordFailedAbandon(sc)
+}
+
+// recordFailedAbandon writes an abf record for a call of abandon.lua
+// that failed (not NOSCRIPT, which the backend follows with EVAL): the
+// clean-up of the owner's attempt was not confirmed by that call, and
+// the engine retries it in the background. A call that gives up returns
+// once the clean-up's first attempt has ended, confirmed or not: the
+// give-up check leaves out the calls whose clean-up failed first.
+func (c *chaosClient) recordFailedAbandon(sc scriptCall) {
+	if sc.script != "abandon" || len(sc.argv) == 0 {
+		return
+	}
+	if err := sc.cmd.Err(); err != nil && !strings.Contains(err.Error(), "NOSCRIPT") {
+		c.h.write(record{K: "abf", Client: c.cfg.ID, Name: sc.name, Place: placeID(sc.argv[0]), Wall: wall(), Err: err.Error()})
+	}
 }
 
 // recordScriptError writes a serr record for each error of the call that

@@ -38,9 +38,12 @@ import (
 // check starts when Close returned.
 //
 // Left out, counted: events after a Redis restart (which loses the
-// abandonment marks that refuse an abandoned owner's late requests), and
+// abandonment marks that refuse an abandoned owner's late requests),
 // calls of a process whose Close returned an error (Close reports the
-// clean-ups it could not confirm).
+// clean-ups it could not confirm), and owners whose clean-up failed
+// before the call returned (an abf record: a call returns once the
+// clean-up's first attempt has ended, confirmed or not, and the clean-up
+// goes on in the background, as documented).
 
 // giveUpMargin covers the clocks' granularity: the server's µs timestamps
 // in MONITOR, the clients' readings of CLOCK_REALTIME (one machine).
@@ -58,6 +61,7 @@ type giveUpReport struct {
 	ByClose          int            // calls cut short by a nil Close (ErrClosed): checked from Close's return
 	ExcludedRestart  int
 	ExcludedClose    int // calls of a process whose Close returned an error
+	ExcludedCleanup  int // owners whose clean-up failed before the call returned
 	Detail           []string
 	GrantedAfterKind map[string]int
 }
@@ -143,7 +147,12 @@ func (r *chaosRun) checkGiveUps(rep *chaosReport, enqs []record, byName map[stri
 	// The first record of each owner: its enqueue (later ones are
 	// re-entries of a holder).
 	first := map[string]record{}
+	failedCleanup := map[string][]int64{} // wall times of the failed abandon.lua calls of each owner
 	for _, e := range enqs {
+		if e.K == "abf" {
+			failedCleanup[e.Place] = append(failedCleanup[e.Place], e.Wall)
+			continue
+		}
 		if e.Reenter {
 			continue
 		}
@@ -198,6 +207,10 @@ func (r *chaosRun) checkGiveUps(rep *chaosReport, enqs []record, byName map[stri
 			}
 			retWall = max(retWall, c.Wall)
 			g.ByClose++
+		}
+		if slices.ContainsFunc(failedCleanup[id], func(at int64) bool { return at <= retWall+int64(giveUpMargin) }) {
+			g.ExcludedCleanup++
+			continue
 		}
 		kind := r.kindOf(e.Name)
 		g.Checked[kind]++
@@ -265,12 +278,15 @@ func TestGiveUpCheckerFlags(t *testing.T) {
 		grantAt  int64  // 0: no grant
 		placeEnd int64  // when its place left the queue; 0: still there
 		flagged  bool
+		abfAt    int64 // when a clean-up of the owner failed; 0: none did
 	}{
-		{"a grant before the return", "ctx", ret - ms, ret - ms, false},
-		{"a grant after the return", "ctx", ret + 20*ms, ret + 20*ms, true},
-		{"a place left after the return", "ctx", 0, ret + 20*ms, true},
-		{"a place gone before the return", "ctx", 0, ret - ms, false},
-		{"the owner of a successful call", "ok", ret + 20*ms, ret + 20*ms, false},
+		{"a grant before the return", "ctx", ret - ms, ret - ms, false, 0},
+		{"a grant after the return", "ctx", ret + 20*ms, ret + 20*ms, true, 0},
+		{"a place left after the return", "ctx", 0, ret + 20*ms, true, 0},
+		{"a place gone before the return", "ctx", 0, ret - ms, false, 0},
+		{"the owner of a successful call", "ok", ret + 20*ms, ret + 20*ms, false, 0},
+		{"a place left after the return, its clean-up failed before it", "ctx", 0, ret + 20*ms, false, ret - ms},
+		{"a place left after the return, its clean-up failed after it", "ctx", 0, ret + 20*ms, true, ret + 10*ms},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			r := &chaosRun{t: t, lease: time.Second, prefix: "distlock:", names: []string{"f"}, fair: map[string]time.Duration{"f": time.Second}}
@@ -286,7 +302,11 @@ func TestGiveUpCheckerFlags(t *testing.T) {
 			}
 			m.allPlace = []*place{pl}
 			rep := &chaosReport{}
-			r.checkGiveUps(rep, []record{enq}, map[string][]*acquisition{"f": {a}}, nil, monitors{m}, 0)
+			recs := []record{enq}
+			if c.abfAt != 0 {
+				recs = append(recs, record{K: "abf", Client: 1, Name: "f", Place: placeID("X"), Wall: c.abfAt})
+			}
+			r.checkGiveUps(rep, recs, map[string][]*acquisition{"f": {a}}, nil, monitors{m}, 0)
 			g := rep.GiveUp
 			if got := g.GrantedAfter+g.PlacesLeft > 0; got != c.flagged {
 				t.Errorf("granted after %d, places left %d (checked %v); want flagged %v: %v", g.GrantedAfter, g.PlacesLeft, g.Checked, c.flagged, g.Detail)
