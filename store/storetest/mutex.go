@@ -150,14 +150,14 @@ func testRenewal(t *testing.T, s *suite) {
 	a, b := s.client(t, nil), s.client(t, nil)
 	name := s.name(t, "")
 	ctx := ctx(t)
-	const ttl = time.Second
-	l, err := shortLease(t, a.Mutex(name, distlock.WithTTL(ttl))).Lock(ctx)
+	m, ttl := shortLease(t, a, name, time.Second)
+	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := b.Mutex(name)
+	other := b.Mutex(name)
 	for end := time.Now().Add(4 * ttl); time.Now().Before(end); time.Sleep(ttl / 10) {
-		if l2, err := m.TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+		if l2, err := other.TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
 			t.Fatalf("another client took the lock %v after it was acquired with a lease of %v: %v, %v",
 				time.Since(end.Add(-4*ttl)).Round(time.Millisecond), ttl, l2, err)
 		}
@@ -168,15 +168,21 @@ func testRenewal(t *testing.T, s *suite) {
 	unlock(t, l)
 }
 
-// shortLease returns m, a Mutex with a short lease, or skips the test if
-// the store refuses such a lease (its Validator: a lease must outlast
-// what the store needs to renew it).
-func shortLease(t *testing.T, m *distlock.Mutex) *distlock.Mutex {
+// shortLease returns a Mutex of c named name with a lease of ttl, or of
+// the first of 2, 4 and 8 times ttl that the store accepts (its
+// Validator: a lease must outlast what the store needs to renew it),
+// and that lease; it skips the test if the store takes none of them.
+func shortLease(t *testing.T, c *distlock.Client, name string, ttl time.Duration) (*distlock.Mutex, time.Duration) {
 	t.Helper()
-	if err := m.Err(); errors.Is(err, distlock.ErrInvalidOption) {
-		t.Skipf("the store refuses the short lease of this check: %v", err)
+	var err error
+	for lease := ttl; lease <= 8*ttl; lease *= 2 {
+		m := c.Mutex(name, distlock.WithTTL(lease))
+		if err = m.Err(); !errors.Is(err, distlock.ErrInvalidOption) {
+			return m, lease
+		}
 	}
-	return m
+	t.Skipf("the store refuses every lease from %v to %v: %v", ttl, 8*ttl, err)
+	return nil, 0
 }
 
 // leaseLossTTL is the lease of the check whose holder stops renewing: its
@@ -254,7 +260,8 @@ func testLateRenewal(t *testing.T, s *suite) {
 	name := s.name(t, "")
 	ctx := ctx(t)
 	// Renewals come every sixth to third of the lease.
-	l, err := shortLease(t, a.Mutex(name, distlock.WithTTL(600*time.Millisecond))).Lock(ctx)
+	m, _ := shortLease(t, a, name, 600*time.Millisecond)
+	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
