@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs distlock's whole test suite: installs redis-server if missing, then
-# vets and tests the three modules with the race detector. Every test
-# starts and stops its own redis-server processes on free loopback ports,
-# so the modules can run side by side.
+# vets and tests the five modules with the race detector. Every test
+# starts and stops its own redis-server processes (and etcd members, in
+# process) on free loopback ports, so the modules can run side by side.
 #
 #   .            the library and the distlock command
 #   safety/      the safety suite: ACL, TLS, bad input, fault tests, and
@@ -12,6 +12,10 @@
 #                failovers that take a few seconds each)
 #   bench/       the comparison harness's own tests (the benchmarks are run
 #                by bench/cmd/lockbench, not here)
+#   etcdstore/   the etcd store (its own module: etcd's client only)
+#   etcdtest/    the etcd harness (embedded etcd members: the server's
+#                dependencies stay out of etcdstore's module) and the
+#                store conformance suite on etcdstore, on 1 and 3 members
 #
 # Three steps, each job with its own log, printed with its exit status
 # when the job ends; the script exits non-zero if any job failed:
@@ -103,7 +107,7 @@ gotest=(go test -race -count=1 -timeout 10m)
 # without the race detector.
 build='set -o pipefail
 rc=0
-for m in . safety bench; do
+for m in . safety bench etcdstore etcdtest; do
 	echo "go test -race -run ^\$ ($m)"
 	(cd "$m" && go test -race -count=1 -run "^\$" ./... | sed "/\[no tests to run\]\$/d") || rc=1
 	echo "go vet -race ($m)"
@@ -120,10 +124,11 @@ if ((${#failed[@]} > 0)); then
 fi
 
 echo
-echo "== step 2: the tests of ., safety/ (but its chaos runs) and bench/, side by side"
+echo "== step 2: the tests of ., safety/ (but its chaos runs), bench/, etcdstore/ and etcdtest/, side by side"
 run root . "${gotest[@]}" ./...
 run safety safety "${gotest[@]}" -skip "$chaos" ./...
 run bench bench "${gotest[@]}" ./...
+run etcd . bash -c "set -e; (cd etcdstore && ${gotest[*]} ./...); (cd etcdtest && ${gotest[*]} ./...)"
 await
 
 echo
