@@ -1,0 +1,129 @@
+package etcdtest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdstore"
+	"github.com/distlock/distlock/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// lockClient returns a distlock Client on etcd through cli. Its Close is
+// left to the test (a client cut off may not close cleanly).
+func lockClient(t *testing.T, cli *clientv3.Client) *distlock.Client {
+	t.Helper()
+	c := distlock.New(etcdstore.New(cli), distlock.WithLogger(nil))
+	if err := c.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestEtcdHolderCutOff: a holder whose member is frozen (its proxy holds
+// every byte) cannot renew: its lease context ends, with ErrLockLost,
+// before a client of another member takes the lock, which it does once
+// the holder's etcd lease has run out, with a higher token.
+func TestEtcdHolderCutOff(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	ms := c.Members()
+	proxy := ms[0].Proxy()
+	a := lockClient(t, etcdtest.Dial(t, ms[0].ProxyEndpoint()))
+	b := lockClient(t, ms[1].Client(t))
+	t.Cleanup(func() {
+		proxy.Resume() // so that a's late requests end, and its Close with them
+		_ = a.Close()
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := a.Mutex("cut", distlock.WithTTL(8*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Pause()
+	l2, err := b.Mutex("cut").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock from another member while the holder is cut off: %v", err)
+	}
+	if l.Context().Err() == nil {
+		t.Error("a client of another member took the lock while the cut-off holder's lease context was live")
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+		t.Errorf("the cut-off holder's cause: %v, want ErrLockLost", cause)
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("token %d after the loss, not above %d", l2.Token(), l.Token())
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestEtcdLeaderKilledWhileHeld: the leader crashes while a lock is held;
+// the others elect a new one, and the lock stays held by its holder (its
+// lease context live, its renewals going on), refused to others, until it
+// is unlocked.
+func TestEtcdLeaderKilledWhileHeld(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lead, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []string
+	for _, m := range c.Members() {
+		if m != lead {
+			others = append(others, m.Endpoint())
+		}
+	}
+	a := lockClient(t, etcdtest.Dial(t, c.Endpoints()...))
+	b := lockClient(t, etcdtest.Dial(t, others...))
+	t.Cleanup(func() {
+		for _, c := range []*distlock.Client{a, b} {
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}
+	})
+	l, err := a.Mutex("kept", distlock.WithTTL(6*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead.Kill()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatalf("no new leader: %v", err)
+	}
+	// Two leases' worth of renewals after the new leader.
+	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		_, err := b.Mutex("kept").TryLock(ctx)
+		switch {
+		case errors.Is(err, distlock.ErrBackend):
+			continue // a request that met the election
+		case !errors.Is(err, distlock.ErrNotAcquired):
+			t.Fatalf("TryLock while held, the old leader dead: %v, want ErrNotAcquired", err)
+		}
+		if err := l.Context().Err(); err != nil {
+			t.Fatalf("the holder's lease ended after the leader was killed: %v", context.Cause(l.Context()))
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := b.Mutex("kept").TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after Unlock: %v", err)
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("token %d, not above %d", l2.Token(), l.Token())
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
