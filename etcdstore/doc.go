@@ -8,10 +8,13 @@
 //	c := distlock.New(etcdstore.New(cli))
 //	defer c.Close()
 //
-// This first version serves the plain Mutex and MultiMutex, with Inspect,
-// List and ForceUnlock; the other kinds (FairMutex, RWMutex, Semaphore,
-// Election) and Once, Revoke and SetPermits fail with ErrUnsupported
-// before any request, until they are built (see docs/design/etcdstore.md).
+// This first version serves the plain Mutex and MultiMutex, Once (its
+// records are keys on leases of the time they are kept), Inspect, List
+// and ForceUnlock; the other kinds (FairMutex, RWMutex, Semaphore,
+// Election), Revoke and SetPermits fail with ErrUnsupported before any
+// request, until they are built (see docs/design/etcdstore.md). OncePer
+// fails with ErrUnsupported: its periods are counted by the store's
+// clock, and etcd has none a request can read.
 //
 // # Keys
 //
