@@ -9,9 +9,10 @@
 //	defer c.Close()
 //
 // This first version serves the plain Mutex and MultiMutex, Once (its
-// records are keys on leases of the time they are kept), Inspect, List
-// and ForceUnlock; the other kinds (FairMutex, RWMutex, Semaphore,
-// Election), Revoke and SetPermits fail with ErrUnsupported before any
+// records are keys on leases of the time they are kept), Inspect, List,
+// ForceUnlock and Revoke (a holder learns of either at its next renewal:
+// there is no RevokeWatcher yet); the other kinds (FairMutex, RWMutex,
+// Semaphore, Election) and SetPermits fail with ErrUnsupported before any
 // request, until they are built (see docs/design/etcdstore.md). OncePer
 // fails with ErrUnsupported: its periods are counted by the store's
 // clock, and etcd has none a request can read.

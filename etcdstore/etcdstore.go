@@ -109,9 +109,12 @@ type holding struct {
 	Owner string   `json:"owner"` // secret: it releases the lock
 	Holds []uint64 `json:"holds"` // hold ids
 	Seq   uint64   `json:"seq"`   // the last renewal applied
-	Host  string   `json:"host"`
-	PID   int      `json:"pid"`
-	Since int64    `json:"since"` // ms since the epoch, by the holder's clock
+	// Revoked: Revoke was called; renewals are refused, and the lock is
+	// held until its owner releases it or its lease runs out.
+	Revoked bool   `json:"revoked,omitempty"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Since   int64  `json:"since"` // ms since the epoch, by the holder's clock
 }
 
 func (h holding) encode() string {
@@ -343,6 +346,9 @@ func (s *Store) renew(ctx context.Context, r store.Request) error {
 	if kv == nil || h.Owner != r.Owner {
 		return fmt.Errorf("%w: etcd: the lock is not the owner's", store.ErrNotHeld)
 	}
+	if h.Revoked {
+		return fmt.Errorf("%w: etcd: the lock was revoked", store.ErrNotHeld)
+	}
 	if h.Seq > r.Seq {
 		return store.ErrSuperseded
 	}
@@ -367,6 +373,8 @@ func (s *Store) renew(ctx context.Context, r store.Request) error {
 		return err
 	case again == nil || h2.Owner != r.Owner || again.Lease != kv.Lease:
 		return fmt.Errorf("%w: etcd: the lock is not the owner's", store.ErrNotHeld)
+	case h2.Revoked:
+		return fmt.Errorf("%w: etcd: the lock was revoked", store.ErrNotHeld)
 	}
 	return nil
 }

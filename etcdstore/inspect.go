@@ -23,7 +23,7 @@ func (s *Store) Inspect(ctx context.Context, name string) (store.State, error) {
 	ttl := s.leaseLeft(ctx, clientv3.LeaseID(kv.Lease))
 	return store.State{Kind: store.Plain, InUse: true, TTL: ttl, LastToken: uint64(kv.CreateRevision),
 		Holders: []store.Holder{{Owner: h.Owner, Token: uint64(kv.CreateRevision), Holds: len(h.Holds), Permits: 1,
-			Host: h.Host, PID: h.PID, Since: time.UnixMilli(h.Since), TTL: ttl}}}, nil
+			Host: h.Host, PID: h.PID, Since: time.UnixMilli(h.Since), TTL: ttl, Revoked: h.Revoked}}}, nil
 }
 
 // List implements store.Lister.
@@ -43,6 +43,39 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// Revoke implements store.Revoker: the holder's renewals are refused from
+// now on (it learns of it at its next renewal), and the lock stays held
+// until it releases it or its lease runs out, at most the returned time.
+func (s *Store) Revoke(ctx context.Context, name string) (time.Duration, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	key := s.lockKey(name)
+	for {
+		kv, h, err := s.get(ctx, key)
+		if err != nil || kv == nil {
+			return 0, err
+		}
+		if !h.Revoked {
+			h.Revoked = true
+			ok, err := s.update(ctx, key, kv, h)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		// At most: etcd counts in whole seconds, and its leader checks
+		// for expired leases every half second.
+		ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil {
+			return 0, backendErr(err)
+		}
+		return time.Duration(max(ttl.TTL, 0)+1) * time.Second, nil
+	}
 }
 
 // ForceUnlock implements store.ForceUnlocker: the key is deleted (its
