@@ -10,8 +10,8 @@
 //
 // This first version serves the plain Mutex and MultiMutex, Once (its
 // records are keys on leases of the time they are kept), Inspect, List,
-// ForceUnlock and Revoke (a holder learns of either at its next renewal:
-// there is no RevokeWatcher yet); the other kinds (FairMutex, RWMutex,
+// ForceUnlock and Revoke (the holder's process is told at once, through a
+// watch, or finds out at its next renewal); the other kinds (FairMutex, RWMutex,
 // Semaphore, Election) and SetPermits fail with ErrUnsupported before any
 // request, until they are built (see docs/design/etcdstore.md). OncePer
 // fails with ErrUnsupported: its periods are counted by the store's

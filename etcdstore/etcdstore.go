@@ -236,11 +236,11 @@ func (s *Store) get(ctx context.Context, key string) (*mvccpb.KeyValue, holding,
 }
 
 // update writes h to the lock key if it has not changed since kv, keeping
-// its lease; it reports false if it had.
-func (s *Store) update(ctx context.Context, key string, kv *mvccpb.KeyValue, h holding) (bool, error) {
+// its lease, and applies also with it; it reports false if it had.
+func (s *Store) update(ctx context.Context, key string, kv *mvccpb.KeyValue, h holding, also ...clientv3.Op) (bool, error) {
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(key, h.encode(), clientv3.WithIgnoreLease())).
+		Then(append([]clientv3.Op{clientv3.OpPut(key, h.encode(), clientv3.WithIgnoreLease())}, also...)...).
 		Commit()
 	if err != nil {
 		return false, backendErr(err)
@@ -291,12 +291,12 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 	}
 }
 
-// delete deletes the lock key if it has not changed since kv, and revokes
-// its lease; it reports false if it had changed.
-func (s *Store) delete(ctx context.Context, key string, kv *mvccpb.KeyValue) (bool, error) {
+// delete deletes the lock key if it has not changed since kv, with also,
+// and revokes its lease; it reports false if it had changed.
+func (s *Store) delete(ctx context.Context, key string, kv *mvccpb.KeyValue, also ...clientv3.Op) (bool, error) {
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-		Then(clientv3.OpDelete(key)).
+		Then(append([]clientv3.Op{clientv3.OpDelete(key)}, also...)...).
 		Commit()
 	if err != nil {
 		return false, backendErr(err)
@@ -454,3 +454,23 @@ func (s *Store) follow(wctx context.Context, name string, w clientv3.WatchChan, 
 		w = s.cli.Watch(wctx, s.lockKey(name), clientv3.WithFilterPut())
 	}
 }
+
+// errWatch is the error of a watch that was not created.
+func errWatch(err error) error {
+	if err == nil {
+		return errors.New("watch not created")
+	}
+	return fmt.Errorf("watch not created: %w", err)
+}
+
+// What a Store implements.
+var _ interface {
+	store.Store
+	store.Validator
+	store.Inspector
+	store.Lister
+	store.ForceUnlocker
+	store.Revoker
+	store.RevokeWatcher
+	store.OnceKeeper
+} = (*Store)(nil)

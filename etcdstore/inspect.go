@@ -46,7 +46,7 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 }
 
 // Revoke implements store.Revoker: the holder's renewals are refused from
-// now on (it learns of it at its next renewal), and the lock stays held
+// now on, its process is told (RevokeWatcher), and the lock stays held
 // until it releases it or its lease runs out, at most the returned time.
 func (s *Store) Revoke(ctx context.Context, name string) (time.Duration, error) {
 	if s.err != nil {
@@ -60,7 +60,11 @@ func (s *Store) Revoke(ctx context.Context, name string) (time.Duration, error) 
 		}
 		if !h.Revoked {
 			h.Revoked = true
-			ok, err := s.update(ctx, key, kv, h)
+			notice, err := s.notice(ctx, h.Owner, name)
+			if err != nil {
+				return 0, err
+			}
+			ok, err := s.update(ctx, key, kv, h, notice)
 			if err != nil {
 				return 0, err
 			}
@@ -79,19 +83,23 @@ func (s *Store) Revoke(ctx context.Context, name string) (time.Duration, error) 
 }
 
 // ForceUnlock implements store.ForceUnlocker: the key is deleted (its
-// waiters are told by their watches) and its lease revoked. The holder
-// learns of it at its next renewal.
+// waiters are told by their watches) and its lease revoked, and the
+// holder's process is told (RevokeWatcher).
 func (s *Store) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
 	key := s.lockKey(name)
 	for {
-		kv, _, err := s.get(ctx, key)
+		kv, h, err := s.get(ctx, key)
 		if err != nil || kv == nil {
 			return false, err
 		}
-		ok, err := s.delete(ctx, key, kv)
+		notice, err := s.notice(ctx, h.Owner, name)
+		if err != nil {
+			return false, err
+		}
+		ok, err := s.delete(ctx, key, kv, notice)
 		if err != nil || ok {
 			return ok, err
 		}

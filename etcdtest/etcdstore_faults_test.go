@@ -127,3 +127,48 @@ func TestEtcdLeaderKilledWhileHeld(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestEtcdForceUnlockTellsTheHolder: a holder whose lock is deleted
+// (ForceUnlock) or revoked from another process learns of it at once,
+// through its store's watch of revocation notices, not at its next
+// renewal (with a lease of a minute, 10 s away at the soonest).
+func TestEtcdForceUnlockTellsTheHolder(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a := lockClient(t, c.Client(t))
+	b := lockClient(t, c.Client(t))
+	t.Cleanup(func() {
+		for _, c := range []*distlock.Client{a, b} {
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, how := range []string{"ForceUnlock", "Revoke"} {
+		name := "told-" + how
+		l, err := a.Mutex(name, distlock.WithTTL(time.Minute)).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if how == "ForceUnlock" {
+			_, err = b.Mutex(name).ForceUnlock(ctx)
+		} else {
+			_, err = b.Mutex(name).Revoke(ctx)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		select {
+		case <-l.Context().Done():
+			if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+				t.Errorf("%s: the holder's cause %v, want ErrLockLost", how, cause)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the holder's lease context is live 5 s later: its process was not told", how)
+		}
+		if err := l.Unlock(ctx); err != nil && !errors.Is(err, distlock.ErrLockLost) {
+			t.Errorf("%s: Unlock: %v", how, err)
+		}
+	}
+}
