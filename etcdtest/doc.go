@@ -35,7 +35,9 @@
 // can be frozen ([Proxy.Pause]: connections stay open but nothing is
 // forwarded, like a server that stopped responding), released
 // ([Proxy.Resume]) or disconnected ([Proxy.Cut]), without touching the
-// member itself.
+// member itself. [Cluster.Isolate] partitions a member from the others
+// (their Raft traffic is cut both ways, its clients still reach it), and
+// [Cluster.Heal] ends the partition.
 //
 // The package lives in its own module because the etcd server has many
 // dependencies: code that only uses an etcd client never builds it.

@@ -172,3 +172,61 @@ func TestEtcdForceUnlockTellsTheHolder(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdHolderPartitioned: the holder's member is cut off from the
+// others (a partition: its client still reaches it). The holder cannot
+// renew through a member without a quorum: its lease context ends, with
+// ErrLockLost, before a client on the majority side takes the lock, once
+// the lease has run out there.
+func TestEtcdHolderPartitioned(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The holder's member is a follower: the majority keeps its leader,
+	// and serves the other client all along.
+	lead, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var minority *etcdtest.Member
+	var majority []string
+	for _, m := range c.Members() {
+		if m != lead && minority == nil {
+			minority = m
+		} else {
+			majority = append(majority, m.Endpoint())
+		}
+	}
+	a := lockClient(t, minority.Client(t))
+	b := lockClient(t, etcdtest.Dial(t, majority...))
+	t.Cleanup(func() {
+		_ = c.Heal(minority)
+		_ = a.Close() // its requests during the partition may fail
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	l, err := a.Mutex("partitioned", distlock.WithTTL(8*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Isolate(minority); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := b.Mutex("partitioned").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock on the majority side: %v", err)
+	}
+	if l.Context().Err() == nil {
+		t.Error("the majority side took the lock while the partitioned holder's lease context was live")
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, distlock.ErrLockLost) {
+		t.Errorf("the partitioned holder's cause: %v, want ErrLockLost", cause)
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("token %d after the partition, not above %d", l2.Token(), l.Token())
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -389,3 +389,49 @@ func TestProxyPausesClient(t *testing.T) {
 		t.Errorf("Conns() = %d while the member is stopped, want 0", n)
 	}
 }
+
+// TestIsolate: an isolated member cannot serve a linearizable read (it
+// has no quorum), while the other two elect a leader among themselves and
+// serve writes; healed, it catches up.
+func TestIsolate(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	ms := c.Members()
+	alone := ms[0]
+	if err := c.Isolate(alone); err != nil {
+		t.Fatal(err)
+	}
+	majority := etcdtest.Dial(t, ms[1].Endpoint(), ms[2].Endpoint())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A write proposed before the majority has a leader of its own times
+	// out on the server (the isolated leader, if it was one, never
+	// commits it): it is tried again, as an application would.
+	for {
+		_, err := majority.Put(ctx, "k", "v")
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Put on the majority side: %v", err)
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	if _, err := alone.Client(t).Get(short, "k"); err == nil {
+		t.Fatal("the isolated member served a linearizable read")
+	}
+	if err := c.Heal(alone); err != nil {
+		t.Fatal(err)
+	}
+	cli := alone.Client(t)
+	for {
+		r, err := cli.Get(ctx, "k")
+		if err == nil && len(r.Kvs) == 1 && string(r.Kvs[0].Value) == "v" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the healed member never caught up: %v, %v", r, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
