@@ -408,59 +408,13 @@ func (s *Store) Watch(ctx context.Context, name string, kind store.Kind, wake fu
 	if err := s.Validate(kind, MinLease, 0); err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.watches))
-	w := s.cli.Watch(wctx, s.lockKey(name), clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
-	select {
-	case resp, ok := <-w:
-		if !ok || resp.Err() != nil || !resp.Created {
-			cancel()
-			return nil, backendErr(fmt.Errorf("watch %q not created: %v", name, resp.Err()))
-		}
-	case <-ctx.Done():
-		cancel()
-		return nil, backendErr(ctx.Err())
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.follow(wctx, name, w, wake)
-	}()
-	var once sync.Once
-	return func() { once.Do(cancel) }, nil
-}
-
-// follow delivers the deletes of the lock name to wake until wctx ends. A
-// watch that ends (compaction, a member lost) is made again, and wake
-// told that notices may have been lost.
-func (s *Store) follow(wctx context.Context, name string, w clientv3.WatchChan, wake func(store.Notice)) {
-	for {
-		for resp := range w {
-			if resp.Err() != nil {
-				break
-			}
-			if len(resp.Events) > 0 {
+	return s.watch(ctx, s.lockKey(name), []clientv3.OpOption{clientv3.WithFilterPut()},
+		func(evs []*clientv3.Event) {
+			if len(evs) > 0 {
 				wake(store.Notice{})
 			}
-		}
-		if wctx.Err() != nil {
-			return
-		}
-		wake(store.Notice{}) // notices may have been lost
-		select {
-		case <-wctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-		w = s.cli.Watch(wctx, s.lockKey(name), clientv3.WithFilterPut())
-	}
-}
-
-// errWatch is the error of a watch that was not created.
-func errWatch(err error) error {
-	if err == nil {
-		return errors.New("watch not created")
-	}
-	return fmt.Errorf("watch not created: %w", err)
+		},
+		func() { wake(store.Notice{}) }) // notices may have been lost
 }
 
 // What a Store implements.

@@ -3,8 +3,6 @@ package etcdstore
 import (
 	"context"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/distlock/distlock/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,47 +34,13 @@ func (s *Store) notice(ctx context.Context, owner, name string) (clientv3.Op, er
 
 // WatchRevoked implements store.RevokeWatcher.
 func (s *Store) WatchRevoked(ctx context.Context, fn func(name, grantee string)) (func(), error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.watches))
-	watch := func() clientv3.WatchChan {
-		return s.cli.Watch(wctx, s.noticePrefix(), clientv3.WithPrefix(), clientv3.WithFilterDelete(), clientv3.WithCreatedNotify())
-	}
-	w := watch()
-	select {
-	case resp, ok := <-w:
-		if !ok || resp.Err() != nil || !resp.Created {
-			cancel()
-			return nil, backendErr(errWatch(resp.Err()))
-		}
-	case <-ctx.Done():
-		cancel()
-		return nil, backendErr(ctx.Err())
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			for resp := range w {
-				if resp.Err() != nil {
-					break
-				}
-				for _, ev := range resp.Events {
-					grantee, name, ok := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), s.noticePrefix()), "/")
-					if ok {
-						fn(name, grantee)
-					}
+	return s.watch(ctx, s.noticePrefix(), []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterDelete()},
+		func(evs []*clientv3.Event) {
+			for _, ev := range evs {
+				if grantee, name, ok := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), s.noticePrefix()), "/"); ok {
+					fn(name, grantee)
 				}
 			}
-			select {
-			case <-wctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			w = watch()
-		}
-	}()
-	var once sync.Once
-	return func() { once.Do(cancel) }, nil
+		},
+		func() {}) // a notice missed is found at the holder's next renewal
 }
