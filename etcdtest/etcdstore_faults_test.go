@@ -23,6 +23,17 @@ func lockClient(t *testing.T, cli *clientv3.Client) *distlock.Client {
 	return c
 }
 
+// closeAtEnd closes cs when the test ends: each Close must succeed.
+func closeAtEnd(t *testing.T, cs ...*distlock.Client) {
+	t.Cleanup(func() {
+		for _, c := range cs {
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}
+	})
+}
+
 // TestEtcdHolderCutOff: a holder whose member is frozen (its proxy holds
 // every byte) cannot renew: its lease context ends, with ErrLockLost,
 // before a client of another member takes the lock, which it does once
@@ -85,13 +96,7 @@ func TestEtcdLeaderKilledWhileHeld(t *testing.T) {
 	}
 	a := lockClient(t, etcdtest.Dial(t, c.Endpoints()...))
 	b := lockClient(t, etcdtest.Dial(t, others...))
-	t.Cleanup(func() {
-		for _, c := range []*distlock.Client{a, b} {
-			if err := c.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		}
-	})
+	closeAtEnd(t, a, b)
 	l, err := a.Mutex("kept", distlock.WithTTL(6*time.Second)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -136,13 +141,7 @@ func TestEtcdForceUnlockTellsTheHolder(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	a := lockClient(t, c.Client(t))
 	b := lockClient(t, c.Client(t))
-	t.Cleanup(func() {
-		for _, c := range []*distlock.Client{a, b} {
-			if err := c.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		}
-	})
+	closeAtEnd(t, a, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, how := range []string{"ForceUnlock", "Revoke"} {

@@ -227,26 +227,32 @@ func testLeaseEndsFirst(t *testing.T, s *suite) {
 // testLateAcquire: an acquisition that reaches the store after its caller
 // gave up (its context ended) takes nothing: the lock is free for others
 // at once, not after a lease nobody holds.
-func testLateAcquire(t *testing.T, s *suite) {
+func testLateAcquire(t *testing.T, s *suite) { lateAcquisition(t, s, mutexKind) }
+
+// lateAcquisition is the check of late acquisitions for kind k: the
+// request of a waiting acquisition is held back until its caller has given
+// up, then goes on to the store, which must refuse it (no lock, no place
+// in a queue): another client then takes the lock at once.
+func lateAcquisition(t *testing.T, s *suite, k lockKind) {
 	a, f := s.faultyClient(t)
 	b := s.client(t, nil)
 	name := s.name(t, "")
 	ctx := ctx(t)
 	h := f.holdAcquire(t)
 	short, cancel := context.WithCancel(ctx)
-	got := async(func() (*distlock.Lease, error) { return a.Mutex(name, distlock.WithTTL(time.Minute)).Lock(short) })
+	got := async(func() (*distlock.Lease, error) { return k.lock(a, name, true, short) })
 	<-h.arrived
 	cancel()
-	if r := get(t, got, 10*time.Second, "the abandoned Lock"); !errors.Is(r.err, distlock.ErrNotAcquired) {
-		t.Fatalf("Lock whose context ended while its request was held back: %v, want ErrNotAcquired", r.err)
+	if r := get(t, got, 10*time.Second, "the abandoned acquisition"); !errors.Is(r.err, distlock.ErrNotAcquired) {
+		t.Fatalf("%s whose context ended while its request was held back: %v, want ErrNotAcquired", k.name, r.err)
 	}
 	h.goOn()
 	if err := <-h.done; err != nil {
 		t.Fatal(err)
 	}
-	l, err := b.Mutex(name).TryLock(ctx)
+	l, err := k.lock(b, name, false, ctx)
 	if err != nil {
-		t.Fatalf("TryLock after the late acquisition: %v (it took the lock for an owner nobody tracks)", err)
+		t.Fatalf("%s after the late acquisition: %v (it took the lock, or a place ahead, for an owner nobody tracks)", k.name, err)
 	}
 	unlock(t, l)
 }

@@ -21,6 +21,16 @@ type lockKind struct {
 	err func(c *distlock.Client, name string) error
 }
 
+// mutexKind is the plain Mutex.
+var mutexKind = lockKind{"Mutex",
+	func(c *distlock.Client, n string, wait bool, ctx context.Context) (*distlock.Lease, error) {
+		if wait {
+			return c.Mutex(n).Lock(ctx)
+		}
+		return c.Mutex(n).TryLock(ctx)
+	},
+	func(c *distlock.Client, n string) error { return c.Mutex(n).Err() }}
+
 // queuedKinds are the kinds whose waiters queue on the store.
 var queuedKinds = []lockKind{
 	{"FairMutex",
@@ -120,29 +130,7 @@ func testFIFO(t *testing.T, s *suite) {
 // testLateQueuedAcquire: an acquisition of a queued kind that reaches the
 // store after its caller gave up takes neither the lock nor a place.
 func testLateQueuedAcquire(t *testing.T, s *suite) {
-	eachQueued(t, s, func(t *testing.T, k lockKind) {
-		a, f := s.faultyClient(t)
-		b := s.client(t, nil)
-		name := s.name(t, "")
-		ctx := ctx(t)
-		h := f.holdAcquire(t)
-		short, cancel := context.WithCancel(ctx)
-		got := async(func() (*distlock.Lease, error) { return k.lock(a, name, true, short) })
-		<-h.arrived
-		cancel()
-		if r := get(t, got, 10*time.Second, "the abandoned acquisition"); !errors.Is(r.err, distlock.ErrNotAcquired) {
-			t.Fatalf("acquisition whose context ended while its request was held back: %v, want ErrNotAcquired", r.err)
-		}
-		h.goOn()
-		if err := <-h.done; err != nil {
-			t.Fatal(err)
-		}
-		l, err := k.lock(b, name, false, ctx)
-		if err != nil {
-			t.Fatalf("after the late acquisition: %v (it took the lock, or a place ahead, for an owner nobody tracks)", err)
-		}
-		unlock(t, l)
-	})
+	eachQueued(t, s, func(t *testing.T, k lockKind) { lateAcquisition(t, s, k) })
 }
 
 // testRW: readers share an RWMutex, a writer excludes readers and
@@ -268,16 +256,8 @@ func testElection(t *testing.T, s *suite) {
 func testKinds(t *testing.T, s *suite) {
 	a, b := s.client(t, nil), s.client(t, nil)
 	ctx := ctx(t)
-	mutex := lockKind{"Mutex",
-		func(c *distlock.Client, n string, wait bool, ctx context.Context) (*distlock.Lease, error) {
-			if wait {
-				return c.Mutex(n).Lock(ctx)
-			}
-			return c.Mutex(n).TryLock(ctx)
-		},
-		func(c *distlock.Client, n string) error { return c.Mutex(n).Err() }}
 	var kinds []lockKind
-	for _, k := range append([]lockKind{mutex}, queuedKinds...) {
+	for _, k := range append([]lockKind{mutexKind}, queuedKinds...) {
 		if !errors.Is(k.err(a, s.name(t, "")), distlock.ErrUnsupported) {
 			kinds = append(kinds, k)
 		}
