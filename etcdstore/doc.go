@@ -8,32 +8,50 @@
 //	c := distlock.New(etcdstore.New(cli))
 //	defer c.Close()
 //
-// This first version serves the plain Mutex and MultiMutex, Once (its
+// It serves every kind: Mutex, MultiMutex (one member after another),
+// FairMutex, RWMutex, Semaphore and Election (with Observe), Once (its
 // records are keys on leases of the time they are kept), Inspect, List,
 // ForceUnlock and Revoke (the holder's process is told at once, through a
-// watch, or finds out at its next renewal); the other kinds (FairMutex, RWMutex,
-// Semaphore, Election) and SetPermits fail with ErrUnsupported before any
-// request, until they are built (see docs/design/etcdstore.md). OncePer
-// fails with ErrUnsupported: its periods are counted by the store's
-// clock, and etcd has none a request can read.
+// watch, or finds out at its next renewal). OncePer fails with
+// ErrUnsupported: its periods are counted by the store's clock, and etcd
+// has none a request can read; so does SetPermits, for now.
 //
 // # Keys
 //
-// A lock name is the key <prefix>lock/<name>, written with an etcd lease
-// of its own: its value records the owner (secret, as in Redis), its
-// holds, and who took it. The key's create revision is the fencing token:
-// a resource must refuse a token below the highest it has seen. An owner
-// given up by the Client (a request whose outcome is unknown) is marked
-// by <prefix>mark/<owner>/<name>, which refuses its late acquisitions for
-// store.AbandonFor of its lease.
+// Every acquisition is a key of its own, <prefix>lock/{name}/<t>/<owner>
+// (t: the kind), on an etcd lease: its value records the owner's holds and
+// who took it. The keys of one lock, in the order of their create
+// revisions, are its queue, and the first of them hold it (a mutex's one
+// key; a fair mutex's or an election's first; a read-write lock's readers
+// before the first writer, or that writer; a semaphore's first keys whose
+// permits fit): a release, an expiry or a force-unlock grants the lock to
+// the next in line in the same write. A waiter watches only the key before
+// it (the last writer before it, for a reader; every release, for a
+// semaphore), so a release wakes one process, not all.
+//
+// A key's create revision is its owner's fencing token: a resource must
+// keep, per lock name, the highest token it accepted, and refuse a lower
+// one. Tokens are revisions of the whole etcd cluster: compare them only
+// within one name; readers' tokens order nothing among themselves.
+//
+// An owner given up by the Client (a request whose outcome is unknown) is
+// marked by <prefix>mark/<owner>/<name>, which refuses its late
+// acquisitions for store.AbandonFor of its lease, and its key is deleted
+// in the same transaction. Only its owner writes a key, always as a
+// compare-and-swap on its last revision, so a late or repeated release or
+// renewal never touches another owner's hold.
 //
 // # Leases
 //
 // etcd's leases have whole-second TTLs and a floor: a lock's lease is
 // rounded up to whole seconds, so a dead holder's lock is free at most
-// that later, and a lease shorter than MinLease is refused with
-// ErrInvalidOption. An etcd leader change extends every lease (the safe
-// direction: a holder's local deadline never outlives the server's).
+// that later, and a lease or queue timeout shorter than MinLease is
+// refused with ErrInvalidOption. A lease is kept alive by a keep-alive
+// sent after the renewal began, so the server's expiry is never earlier
+// than the Client's deadline. An etcd leader change extends every lease
+// (the safe direction). A place in a queue is a key on a lease of the
+// queue timeout; a grant is confirmed by the grantee, which moves its key
+// to a lease of the hold's length (store.GrantConfirmer).
 //
 // The Client never closes the etcd client given to New.
 package etcdstore

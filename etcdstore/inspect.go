@@ -2,106 +2,149 @@ package etcdstore
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Inspect implements store.Inspector. LastToken is the holder's token
-// while the lock is held, 0 when it is free (etcd keeps no counter of
-// its own: the next token is a revision above every earlier one).
+// Inspect implements store.Inspector. LastToken is the highest token of
+// the holders while the lock is held, 0 when it is free (etcd keeps no
+// counter of its own: the next token is a revision above every earlier
+// one). A holder's TTL is its lease's, in whole seconds.
 func (s *Store) Inspect(ctx context.Context, name string) (store.State, error) {
 	if s.err != nil {
 		return store.State{}, s.err
 	}
-	kv, h, err := s.get(ctx, s.lockKey(name))
-	if err != nil || kv == nil {
+	cs, _, err := s.queue(ctx, name)
+	if err != nil || len(cs) == 0 {
 		return store.State{TTL: -1}, err
 	}
-	ttl := s.leaseLeft(ctx, clientv3.LeaseID(kv.Lease))
-	return store.State{Kind: store.Plain, InUse: true, TTL: ttl, LastToken: uint64(kv.CreateRevision),
-		Holders: []store.Holder{{Owner: h.Owner, Token: uint64(kv.CreateRevision), Holds: len(h.Holds), Permits: 1,
-			Host: h.Host, PID: h.PID, Since: time.UnixMilli(h.Since), TTL: ttl, Revoked: h.Revoked}}}, nil
+	st := store.State{Kind: kindOf(cs[0].letter), InUse: true, TTL: -1}
+	capacity := capacityOf(cs, 0)
+	if st.Kind == store.Semaphore {
+		st.Capacity = capacity
+	}
+	for i, c := range cs {
+		if !admitted(cs, i, capacity) {
+			st.Queued++
+			st.QueuedPermits += c.Permits
+			if c.writes() {
+				st.QueuedWriters++
+			} else if c.letter == 'w' {
+				st.QueuedReaders++
+			}
+			continue
+		}
+		ttl := s.leaseLeft(ctx, c.kv.Lease)
+		st.TTL = max(st.TTL, ttl)
+		st.LastToken = max(st.LastToken, c.token())
+		st.Used += c.Permits
+		st.Holders = append(st.Holders, store.Holder{Owner: c.Owner, Token: c.token(), Holds: len(c.Holds),
+			Writes: len(c.Writes), Permits: max(c.Permits, 1), Value: c.Value, Host: c.Host, PID: c.PID,
+			Since: time.UnixMilli(c.Since), TTL: ttl, Revoked: c.Revoked})
+	}
+	if st.Kind != store.Semaphore {
+		st.Used, st.QueuedPermits = 0, 0
+	}
+	return st, nil
 }
 
-// List implements store.Lister.
+// List implements store.Lister: the names of the locks with a key.
 func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	dir := s.prefix + "lock/"
-	resp, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := s.cli.Get(ctx, s.lockRoot(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, backendErr(err)
 	}
 	var names []string
+	seen := map[string]bool{}
 	for _, kv := range resp.Kvs {
-		if name := strings.TrimPrefix(string(kv.Key), dir); match(pattern, name) {
+		if name, ok := s.nameOf(string(kv.Key)); ok && !seen[name] && match(pattern, name) {
+			seen[name] = true
 			names = append(names, name)
 		}
 	}
 	return names, nil
 }
 
-// Revoke implements store.Revoker: the holder's renewals are refused from
-// now on, its process is told (RevokeWatcher), and the lock stays held
-// until it releases it or its lease runs out, at most the returned time.
+// Revoke implements store.Revoker: the holders' renewals are refused from
+// now on, their processes are told (RevokeWatcher), and the lock stays
+// held until they release it or their leases run out, at most the
+// returned time.
 func (s *Store) Revoke(ctx context.Context, name string) (time.Duration, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	key := s.lockKey(name)
 	for {
-		kv, h, err := s.get(ctx, key)
-		if err != nil || kv == nil {
+		cs, _, err := s.queue(ctx, name)
+		if err != nil {
 			return 0, err
 		}
-		if !h.Revoked {
-			h.Revoked = true
-			notice, err := s.notice(ctx, h.Owner, name)
-			if err != nil {
-				return 0, err
+		hs := holders(cs)
+		if len(hs) == 0 {
+			return 0, nil
+		}
+		changed := false
+		var most time.Duration
+		for _, c := range hs {
+			if !c.Revoked {
+				c.Revoked = true
+				notice, err := s.notice(ctx, c.Owner, name)
+				if err != nil {
+					return 0, err
+				}
+				ok, err := s.update(ctx, string(c.kv.Key), c.kv, c.holding, notice)
+				if err != nil {
+					return 0, err
+				}
+				changed = changed || !ok
 			}
-			ok, err := s.update(ctx, key, kv, h, notice)
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				continue
+			// At most: etcd counts in whole seconds, and its leader checks
+			// for expired leases every half second.
+			if ttl := s.leaseLeft(ctx, c.kv.Lease); ttl >= 0 {
+				most = max(most, ttl+time.Second)
 			}
 		}
-		// At most: etcd counts in whole seconds, and its leader checks
-		// for expired leases every half second.
-		ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
-		if err != nil {
-			return 0, backendErr(err)
+		if !changed {
+			return most, nil
 		}
-		return time.Duration(max(ttl.TTL, 0)+1) * time.Second, nil
 	}
 }
 
-// ForceUnlock implements store.ForceUnlocker: the key is deleted (its
-// waiters are told by their watches) and its lease revoked, and the
-// holder's process is told (RevokeWatcher).
+// ForceUnlock implements store.ForceUnlocker: the holders' keys are
+// deleted (the next in line holds the lock at once, the plain mutex's
+// waiters are told by their watches) and their leases revoked, and the
+// holders' processes are told (RevokeWatcher).
 func (s *Store) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
-	key := s.lockKey(name)
+	deleted := false
 	for {
-		kv, h, err := s.get(ctx, key)
-		if err != nil || kv == nil {
-			return false, err
-		}
-		notice, err := s.notice(ctx, h.Owner, name)
+		cs, _, err := s.queue(ctx, name)
 		if err != nil {
-			return false, err
+			return deleted, err
 		}
-		ok, err := s.delete(ctx, key, kv, notice)
-		if err != nil || ok {
-			return ok, err
+		hs := holders(cs)
+		if len(hs) == 0 {
+			return deleted, nil
+		}
+		for _, c := range hs {
+			notice, err := s.notice(ctx, c.Owner, name)
+			if err != nil {
+				return deleted, err
+			}
+			ok, err := s.delete(ctx, string(c.kv.Key), c.kv, notice)
+			if err != nil {
+				return deleted, err
+			}
+			deleted = deleted || ok
+		}
+		if deleted {
+			return true, nil
 		}
 	}
 }

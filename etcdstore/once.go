@@ -50,8 +50,8 @@ func (s *Store) CheckOnce(ctx context.Context, name string, period time.Duration
 }
 
 // RecordOnce implements store.OnceKeeper: the record is written only
-// while the lock name is held with rec.Token (its key's create revision),
-// in one transaction.
+// while the lock name is held with rec.Token, in one transaction: the
+// lock (a mutex) has one key, the holder's, made at revision rec.Token.
 func (s *Store) RecordOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) (bool, error) {
 	if s.err != nil {
 		return false, s.err
@@ -65,7 +65,7 @@ func (s *Store) RecordOnce(ctx context.Context, name string, rec store.Record, k
 	}
 	v, _ := json.Marshal(doneRecord{Token: rec.Token, At: rec.At.UnixMilli(), PID: s.pid, Host: s.host, Err: rec.Err})
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(s.lockKey(name)), "=", int64(rec.Token))).
+		If(clientv3.Compare(clientv3.CreateRevision(s.lockDir(name)).WithPrefix(), "=", int64(rec.Token))).
 		Then(clientv3.OpPut(s.doneKey(name), string(v), clientv3.WithLease(lease.ID))).
 		Commit()
 	if err != nil {

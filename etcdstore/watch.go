@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distlock/distlock/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -67,4 +68,41 @@ func errWatch(key string, err error) error {
 		err = errors.New("no reason given")
 	}
 	return fmt.Errorf("watch of %q not created: %w", key, err)
+}
+
+// Watch implements store.Store. A plain lock's waiters hear of the deletes
+// of its keys (its own releases too: a waiter woken for nothing tries and
+// waits again). A queued kind's grants to this store's owners come from the
+// goroutines that follow their places (places.go), which wake delivers.
+func (s *Store) Watch(ctx context.Context, name string, kind store.Kind, wake func(store.Notice)) (func(), error) {
+	if err := s.Validate(kind, MinLease, 0); err != nil {
+		return nil, err
+	}
+	if !kind.Queued() {
+		return s.watch(ctx, s.lockDir(name), []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut()},
+			func(evs []*clientv3.Event) {
+				if len(evs) > 0 {
+					wake(store.Notice{})
+				}
+			},
+			func() { wake(store.Notice{}) }) // notices may have been lost
+	}
+	w := &waker{wake: wake}
+	s.mu.Lock()
+	if s.wakers[name] == nil {
+		s.wakers[name] = map[*waker]struct{}{}
+	}
+	s.wakers[name][w] = struct{}{}
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			delete(s.wakers[name], w)
+			if len(s.wakers[name]) == 0 {
+				delete(s.wakers, name)
+			}
+		})
+	}, nil
 }

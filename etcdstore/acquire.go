@@ -1,0 +1,270 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/distlock/distlock/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Acquire implements store.Store. A new owner's key is made only when it
+// holds the lock at once, or, with r.Queue > 0, as its place at the back
+// of the queue; the key's create revision is the owner's token.
+//
+// Every put is a transaction whose compares make it apply only in the
+// state it was decided on, and never for an abandoned owner (its mark
+// exists), so a copy of the request that arrives late takes nothing.
+func (s *Store) Acquire(ctx context.Context, r store.Request) (store.Grant, error) {
+	if err := s.Validate(r.Kind, r.Lease, r.Queue); err != nil {
+		return store.Grant{}, err
+	}
+	if r.Reenter {
+		return s.reenter(ctx, r)
+	}
+	a := acquisition{s: s, r: r, letter: letters[r.Kind], dir: s.lockDir(r.Name),
+		key: s.ownKey(r.Name, r.Kind, r.Owner), mark: s.markKey(r.Owner, r.Name), h: s.newHolding(r)}
+	lease, err := s.cli.Grant(ctx, ttlOf(r.Lease))
+	if err != nil {
+		return store.Grant{}, backendErr(err)
+	}
+	a.lease = int64(lease.ID)
+	g, err := a.run(ctx)
+	if !g.Acquired {
+		// The hold's lease is of no use (a place has one of its own). On
+		// an error, a put may have been applied with it: it stays, and
+		// the engine abandons the owner, which deletes the key.
+		if err == nil {
+			s.revoke(a.lease)
+		}
+	}
+	return g, err
+}
+
+// An acquisition is one Acquire of a new owner.
+type acquisition struct {
+	s      *Store
+	r      store.Request
+	letter byte
+	dir    string // the lock's directory
+	key    string // the owner's
+	mark   string // the owner's abandonment mark
+	h      holding
+	lease  int64 // a lease of r.Lease, for a hold taken at once
+}
+
+func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
+	s, r := a.s, a.r
+	for {
+		// The common case first: nothing of the name exists.
+		var cs []contender
+		if r.Kind != store.Semaphore || r.Permits <= r.Capacity {
+			resp, err := s.cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(a.dir).WithPrefix(), "=", 0),
+					clientv3.Compare(clientv3.CreateRevision(a.mark), "=", 0)).
+				Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(clientv3.LeaseID(a.lease)))).
+				Else(rangeOp(a.dir), clientv3.OpGet(a.mark, clientv3.WithCountOnly())).
+				Commit()
+			if err != nil {
+				return store.Grant{}, backendErr(err)
+			}
+			if resp.Succeeded {
+				return a.taken(resp.Header.Revision, r.Capacity), nil
+			}
+			if resp.Responses[1].GetResponseRange().Count > 0 {
+				return store.Grant{TTL: -1}, nil // abandoned: never taken for this owner
+			}
+			cs = contenders(a.dir, resp.Responses[0].GetResponseRange().Kvs)
+		} else {
+			resp, err := s.cli.Txn(ctx).Then(rangeOp(a.dir), clientv3.OpGet(a.mark, clientv3.WithCountOnly())).Commit()
+			if err != nil {
+				return store.Grant{}, backendErr(err)
+			}
+			if resp.Responses[1].GetResponseRange().Count > 0 {
+				return store.Grant{TTL: -1}, nil
+			}
+			cs = contenders(a.dir, resp.Responses[0].GetResponseRange().Kvs)
+		}
+		g, done, err := a.decide(ctx, cs)
+		if done || err != nil {
+			return g, err
+		}
+	}
+}
+
+// taken is the grant of a key put at revision rev with the hold's lease.
+func (a *acquisition) taken(rev int64, capacity int) store.Grant {
+	g := store.Grant{Acquired: true, Token: uint64(rev), Holds: 1, Seq: a.r.Seq, Lease: a.r.Lease}
+	if a.r.Kind == store.Semaphore {
+		g.Capacity = capacity
+	}
+	return g
+}
+
+// decide goes on from the contenders cs read in the same transaction as
+// the mark (not set): it reports done when g is the outcome, and false
+// when the state changed meanwhile and the caller should start again.
+func (a *acquisition) decide(ctx context.Context, cs []contender) (g store.Grant, done bool, err error) {
+	s, r := a.s, a.r
+	if i := find(cs, r.Owner); i >= 0 {
+		// An earlier copy of this request made the key.
+		return a.earlier(cs, i), true, nil
+	}
+	if otherKind(cs, a.letter) {
+		return store.Grant{}, true, store.ErrWrongKind
+	}
+	capacity := capacityOf(cs, r.Capacity)
+	if r.Kind == store.Semaphore {
+		a.h.Capacity = capacity
+		if r.Permits > capacity {
+			return store.Grant{Capacity: capacity}, true,
+				fmt.Errorf("%w: more permits than the semaphore's %d", store.ErrInvalidOption, capacity)
+		}
+	}
+	if len(cs) == 0 {
+		return store.Grant{}, false, nil // freed meanwhile: try again
+	}
+	last := cs[len(cs)-1].kv.CreateRevision
+	if fitsNow(cs, a.h, a.letter, capacity) {
+		// Held at once beside the holders (readers, permits), if no key
+		// joined since they were read (a key that left only lets in more).
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(a.dir).WithPrefix(), "<", last+1),
+				clientv3.Compare(clientv3.CreateRevision(a.mark), "=", 0)).
+			Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(clientv3.LeaseID(a.lease)))).
+			Commit()
+		switch {
+		case err != nil:
+			return store.Grant{}, true, backendErr(err)
+		case resp.Succeeded:
+			return a.taken(resp.Header.Revision, capacity), true, nil
+		}
+		return store.Grant{}, false, nil
+	}
+	if r.Queue <= 0 {
+		// A TryLock: held by others, or others wait.
+		g := store.Grant{TTL: s.leaseLeft(ctx, cs[0].kv.Lease)}
+		if r.Kind == store.Semaphore {
+			g.Capacity = capacity
+		}
+		return g, true, nil
+	}
+	return a.queue(ctx, cs, capacity)
+}
+
+// earlier is the outcome of a request whose earlier copy made the owner's
+// key cs[i].
+func (a *acquisition) earlier(cs []contender, i int) store.Grant {
+	capacity := capacityOf(cs, a.r.Capacity)
+	var g store.Grant
+	switch {
+	case admitted(cs, i, capacity):
+		// Held: taken by that copy, or granted since. Seq is the last
+		// request whose lease was confirmed (a place's refreshes), and the
+		// engine assumes the least lease.
+		g = store.Grant{Acquired: true, Token: cs[i].token(), Holds: len(cs[i].Holds), Seq: max(a.s.placeSeq(a.r.Owner), 1)}
+	case a.r.Queue > 0:
+		g = store.Grant{Queued: true, TTL: -1}
+	default:
+		g = store.Grant{TTL: -1}
+	}
+	if a.r.Kind == store.Semaphore {
+		g.Capacity = capacity
+	}
+	return g
+}
+
+// queue puts the owner's key at the back of the queue, on a lease of its
+// own that lasts the queue timeout: it holds the lock if the keys before
+// it let it (they may have left meanwhile), and waits otherwise.
+func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (store.Grant, bool, error) {
+	s, r := a.s, a.r
+	lease, err := s.cli.Grant(ctx, ttlOf(r.Queue))
+	if err != nil {
+		return store.Grant{}, true, backendErr(err)
+	}
+	p := s.addPlace(r, a.key)
+	conds := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(a.mark), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0),
+		// No key of another kind: the ranges before and after this kind's.
+		clientv3.Compare(clientv3.CreateRevision(a.dir).WithRange(s.kindDir(r.Name, r.Kind)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(s.kindDir(r.Name, r.Kind)[:len(a.dir)+1]+"0").
+			WithRange(clientv3.GetPrefixRangeEnd(a.dir)), "=", 0),
+	}
+	if r.Kind == store.Semaphore {
+		// The capacity copied is the oldest key's, if it is still there.
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(string(cs[0].kv.Key)), "=", cs[0].kv.CreateRevision))
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(conds...).
+		Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(lease.ID)), rangeOp(a.dir)).
+		Commit()
+	if err != nil {
+		return store.Grant{}, true, backendErr(err) // the engine abandons the owner: p goes with it
+	}
+	if !resp.Succeeded {
+		s.dropPlace(r.Owner, p)
+		s.revoke(int64(lease.ID))
+		return store.Grant{}, false, nil
+	}
+	cs = contenders(a.dir, resp.Responses[1].GetResponseRange().Kvs)
+	i := find(cs, r.Owner)
+	if i < 0 {
+		// Gone already (a force-unlock): the engine's first refresh says so.
+		return store.Grant{Queued: true, TTL: -1, Capacity: capacity}, true, nil
+	}
+	if admitted(cs, i, capacity) {
+		// The keys before it left meanwhile: held, on the place's lease
+		// (the engine renews it to the hold's length at once).
+		s.dropPlace(r.Owner, p)
+		g := store.Grant{Acquired: true, Token: cs[i].token(), Holds: 1, Seq: r.Seq, Lease: min(r.Lease, r.Queue)}
+		if r.Kind == store.Semaphore {
+			g.Capacity = capacity
+		}
+		return g, true, nil
+	}
+	s.follow(p, cs[i].token())
+	g := store.Grant{Queued: true, TTL: -1}
+	if r.Kind == store.Semaphore {
+		g.Capacity = capacity
+	}
+	return g, true, nil
+}
+
+// reenter adds hold r.Hold to the lock r.Owner holds.
+func (s *Store) reenter(ctx context.Context, r store.Request) (store.Grant, error) {
+	key := s.ownKey(r.Name, r.Kind, r.Owner)
+	for {
+		kv, h, err := s.get(ctx, key)
+		if err != nil {
+			return store.Grant{}, err
+		}
+		if kv == nil {
+			return store.Grant{TTL: -1}, nil
+		}
+		if slices.Contains(h.Holds, r.Hold) {
+			return store.Grant{Acquired: true, Token: uint64(kv.CreateRevision), Holds: len(h.Holds)}, nil
+		}
+		if r.Kind == store.Write {
+			if !h.writes() {
+				return store.Grant{}, fmt.Errorf("%w: the owner only reads now", store.ErrDeadlock)
+			}
+			h.Writes = append(h.Writes, r.Hold)
+		}
+		h.Holds = append(h.Holds, r.Hold)
+		ok, err := s.update(ctx, key, kv, h)
+		if err != nil {
+			return store.Grant{}, err
+		}
+		if ok {
+			return store.Grant{Acquired: true, Token: uint64(kv.CreateRevision), Holds: len(h.Holds)}, nil
+		}
+	}
+}
+
+// AcquireAll implements store.Store: one member after another.
+func (s *Store) AcquireAll(ctx context.Context, rs []store.Request) ([]store.Grant, error) {
+	return store.AcquireEach(ctx, s, rs)
+}

@@ -1,0 +1,101 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A holding is the value of an owner's key: what it holds, or waits for.
+type holding struct {
+	Owner  string   `json:"owner"`            // secret: it releases the lock
+	Holds  []uint64 `json:"holds"`            // hold ids
+	Writes []uint64 `json:"writes,omitempty"` // of Holds, a read-write lock's write holds
+	Seq    uint64   `json:"seq"`              // the last renewal that moved the key
+	// Permits is what a semaphore's owner holds or waits for; Capacity
+	// the semaphore's capacity when the key was made (every key copies
+	// the oldest one's, so they all agree).
+	Permits  int    `json:"permits,omitempty"`
+	Capacity int    `json:"capacity,omitempty"`
+	Value    string `json:"value,omitempty"` // an election candidate's value
+	// Revoked: Revoke was called; renewals are refused, and the lock is
+	// held until its owner releases it or its lease runs out.
+	Revoked bool   `json:"revoked,omitempty"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Since   int64  `json:"since"` // ms since the epoch, by the owner's clock
+}
+
+func (h holding) encode() string {
+	b, _ := json.Marshal(h)
+	return string(b)
+}
+
+// writes reports whether the owner holds (or waits for) the write side of
+// a read-write lock.
+func (h holding) writes() bool { return len(h.Writes) > 0 }
+
+// A contender is one key of a lock: an owner that holds it or waits.
+type contender struct {
+	holding
+	kv     *mvccpb.KeyValue
+	letter byte
+}
+
+func (c contender) token() uint64 { return uint64(c.kv.CreateRevision) }
+
+// contenders reads the keys of a lock's directory from a range reply, in
+// the order of their create revisions: the queue. Keys it cannot read are
+// left out (they are no one's).
+func contenders(dir string, kvs []*mvccpb.KeyValue) []contender {
+	cs := make([]contender, 0, len(kvs))
+	for _, kv := range kvs {
+		var h holding
+		if json.Unmarshal(kv.Value, &h) != nil || h.Owner == "" {
+			continue
+		}
+		cs = append(cs, contender{holding: h, kv: kv, letter: letterOf(dir, string(kv.Key))})
+	}
+	slices.SortFunc(cs, func(a, b contender) int { return int(a.kv.CreateRevision - b.kv.CreateRevision) })
+	return cs
+}
+
+// rangeOp reads a lock's directory in queue order.
+func rangeOp(dir string) clientv3.Op {
+	return clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+}
+
+// queue reads the contenders of the lock name, and the revision read at.
+func (s *Store) queue(ctx context.Context, name string) ([]contender, int64, error) {
+	dir := s.lockDir(name)
+	resp, err := s.cli.Do(ctx, rangeOp(dir))
+	if err != nil {
+		return nil, 0, backendErr(err)
+	}
+	g := resp.Get()
+	return contenders(dir, g.Kvs), g.Header.Revision, nil
+}
+
+// find returns the index of owner's key among cs, or -1.
+func find(cs []contender, owner string) int {
+	return slices.IndexFunc(cs, func(c contender) bool { return c.Owner == owner })
+}
+
+// otherKind reports whether cs holds a key of another kind than letter.
+func otherKind(cs []contender, letter byte) bool {
+	return slices.ContainsFunc(cs, func(c contender) bool { return c.letter != letter })
+}
+
+// capacityOf is a semaphore's capacity: the oldest key's, or the caller's
+// if there is none.
+func capacityOf(cs []contender, caller int) int {
+	if len(cs) > 0 && cs[0].Capacity > 0 {
+		return cs[0].Capacity
+	}
+	return caller
+}
+
+

@@ -1,0 +1,190 @@
+package etcdstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/distlock/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A place is the key of one of this store's owners waiting in a queue,
+// as the store tracks it in memory: a store serves one Client, so every
+// place of its owners goes through it.
+type place struct {
+	owner, name, key string
+	kind             store.Kind
+	lease, queue     time.Duration
+	capacity         int
+	// seq is the owner's last request whose lease the store confirmed: a
+	// keep-alive of the place's lease sent after the request began was
+	// answered. A grant reports it (store.Notice).
+	seq uint64
+	// stop ends the goroutine that follows the place (follow).
+	stop context.CancelFunc
+}
+
+// A waker is one Watch of a queued kind: grants to the store's owners on
+// the lock go to its wake.
+type waker struct{ wake func(store.Notice) }
+
+// addPlace tracks the place of r's owner, before its key is put.
+func (s *Store) addPlace(r store.Request, key string) *place {
+	p := &place{owner: r.Owner, name: r.Name, key: key, kind: r.Kind, lease: r.Lease, queue: r.Queue,
+		capacity: r.Capacity, seq: r.Seq, stop: func() {}}
+	s.mu.Lock()
+	if old := s.places[r.Owner]; old != nil {
+		old.stop()
+	}
+	s.places[r.Owner] = p
+	s.mu.Unlock()
+	return p
+}
+
+// dropPlace stops tracking the place of owner (p, or any if p is nil).
+func (s *Store) dropPlace(owner string, p *place) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.places[owner]; q != nil && (p == nil || q == p) {
+		q.stop()
+		delete(s.places, owner)
+	}
+}
+
+// placeSeq is the owner's last request whose lease was confirmed, or 0.
+func (s *Store) placeSeq(owner string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.places[owner]; p != nil {
+		return p.seq
+	}
+	return 0
+}
+
+// confirmed records that the lease of the owner's request seq was
+// confirmed.
+func (s *Store) confirmed(owner string, seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.places[owner]; p != nil {
+		p.seq = max(p.seq, seq)
+	}
+}
+
+// follow waits, in the background, until the place p (its key made at
+// revision token) holds the lock, and then tells the Watches of its lock
+// (store.Notice). It watches only what can let it in: the key just before
+// it (a writer, a fair mutex, an election), the last writer before it (a
+// reader), or every delete of the semaphore's keys; and its own key, whose
+// end ends it. A watch that fails (compaction, a member lost) is made
+// again after a fresh read.
+func (s *Store) follow(p *place, token uint64) {
+	s.mu.Lock()
+	if s.places[p.owner] != p {
+		s.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.watches))
+	p.stop = cancel
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		for ctx.Err() == nil {
+			cs, rev, err := s.queue(ctx, p.name)
+			if err != nil {
+				pause(ctx, 100*time.Millisecond)
+				continue
+			}
+			i := find(cs, p.owner)
+			if i < 0 || cs[i].token() != token {
+				return // gone: the engine's next refresh says so
+			}
+			if admitted(cs, i, capacityOf(cs, p.capacity)) {
+				s.granted(p, cs[i])
+				return
+			}
+			s.awaitChange(ctx, rev, p.key, before(cs, i)...)
+		}
+	}()
+}
+
+// A watched is a key or range whose changes may let a place in.
+type watched struct {
+	key  string
+	opts []clientv3.OpOption
+}
+
+// before is what the place cs[i] waits for.
+func before(cs []contender, i int) []watched {
+	deletes := clientv3.WithFilterPut()
+	switch c := cs[i]; {
+	case c.letter == 's':
+		// Any release lets permits free.
+		dir := string(c.kv.Key[:len(c.kv.Key)-len(c.Owner)])
+		return []watched{{dir, []clientv3.OpOption{clientv3.WithPrefix(), deletes}}}
+	case c.letter == 'w' && !c.writes():
+		// A reader waits for the last writer before it to leave, or to
+		// turn into a reader (a put).
+		for j := i - 1; j >= 0; j-- {
+			if cs[j].writes() {
+				return []watched{{string(cs[j].kv.Key), nil}}
+			}
+		}
+	}
+	return []watched{{string(cs[i-1].kv.Key), []clientv3.OpOption{deletes}}}
+}
+
+// awaitChange returns at the first change after revision rev of what ws
+// name, or of the key own (deleted), or when a watch fails or ctx ends.
+func (s *Store) awaitChange(ctx context.Context, rev int64, own string, ws ...watched) {
+	wctx, cancel := context.WithCancel(ctx)
+	ws = append(ws, watched{own, []clientv3.OpOption{clientv3.WithFilterPut()}})
+	changed := make(chan struct{}, len(ws))
+	for _, w := range ws {
+		ch := s.cli.Watch(wctx, w.key, append([]clientv3.OpOption{clientv3.WithRev(rev + 1)}, w.opts...)...)
+		go func() {
+			for resp := range ch {
+				if resp.Err() != nil || len(resp.Events) > 0 || resp.Canceled {
+					break
+				}
+			}
+			changed <- struct{}{}
+		}()
+	}
+	got := 0
+	select {
+	case <-changed:
+		got++
+	case <-ctx.Done():
+	}
+	cancel()
+	for ; got < len(ws); got++ {
+		<-changed // every watch has ended
+	}
+}
+
+// granted tells the Watches of p's lock that p holds it as c.
+func (s *Store) granted(p *place, c contender) {
+	s.mu.Lock()
+	n := store.Notice{Grantee: store.GranteeID(p.owner), Token: c.token(), Seq: p.seq, Lease: min(p.lease, p.queue)}
+	ws := make([]*waker, 0, len(s.wakers[p.name]))
+	for w := range s.wakers[p.name] {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.wake(n)
+	}
+}
+
+// pause waits for d or the end of ctx.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
