@@ -286,3 +286,106 @@ func TestEtcdWaiterSurvivesLostConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdWaiterKeyVanished: the key of a waiting place is deleted behind
+// the store's back (as an expiry or an operator would): the waiter does
+// not wait on it forever, but takes a new place, at the back, and gets the
+// lock when the holder releases it.
+func TestEtcdWaiterKeyVanished(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cli := c.Client(t)
+	holder, waiter := lockClient(t, cli), lockClient(t, c.Client(t))
+	closeAtEnd(t, holder, waiter)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := func(c *distlock.Client) *distlock.Mutex { return c.FairMutex("vanish") }
+	l, err := m(holder).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := m(waiter).Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitQueued(t, ctx, fairQueued(m(holder)), 1)
+	dir := "distlock/lock/{vanish}/"
+	resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil || len(resp.Kvs) != 2 {
+		t.Fatalf("the lock's keys: %v %v", resp, err)
+	}
+	place := resp.Kvs[1]
+	if _, err := cli.Delete(ctx, string(place.Key)); err != nil {
+		t.Fatal(err)
+	}
+	// A new place, under another key.
+	for {
+		resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 2 && string(resp.Kvs[0].Key) != string(place.Key) && string(resp.Kvs[1].Key) != string(place.Key) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no new place after the waiter's key was deleted: %v", resp.Kvs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("the waiter: %v", err)
+	}
+}
+
+// TestEtcdObserveAcrossCompaction: an observer sees each leader of an
+// election in turn, with rising terms, across a compaction of etcd's
+// history between them.
+func TestEtcdObserveAcrossCompaction(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cli := c.Client(t)
+	lc := lockClient(t, cli)
+	closeAtEnd(t, lc)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := lc.Election("compact")
+	obs := e.Observe(ctx)
+	var last uint64
+	for i, v := range []string{"a", "b", "c"} {
+		l, err := e.Campaign(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			ld, ok := <-obs
+			if !ok {
+				t.Fatalf("Observe ended: %v", ctx.Err())
+			}
+			if ld.Value == v {
+				if ld.Term != l.Token() || ld.Term <= last {
+					t.Errorf("leader %q: term %d, token %d, previous term %d", v, ld.Term, l.Token(), last)
+				}
+				last = ld.Term
+				break
+			}
+		}
+		if err := e.Resign(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			resp, err := cli.Get(ctx, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
