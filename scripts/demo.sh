@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh >/dev/null
-go run ./cmd/distlock demo "$@"
-go run ./cmd/distlock demo --unsafe "$@"
+# The command is a module of its own, in cmd/distlock.
+(cd cmd/distlock && go run . demo "$@")
+(cd cmd/distlock && go run . demo --unsafe "$@")

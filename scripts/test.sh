@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Runs distlock's whole test suite: installs redis-server if missing, then
-# vets and tests the five modules with the race detector. Every test
+# vets and tests the six modules with the race detector. Every test
 # starts and stops its own redis-server processes (and etcd members, in
 # process) on free loopback ports, so the modules can run side by side.
 #
-#   .            the library and the distlock command
+#   .            the library (package distlock, redisstore, redistest, ...)
+#   cmd/distlock the distlock command (its own module, so that etcd's
+#                client and gRPC stay out of the root's go.mod); its
+#                tests drive the binary against redis-server processes
+#                and embedded etcd members
 #   safety/      the safety suite: ACL, TLS, bad input, fault tests, and
 #                five chaos runs of fixed length (TestChaos 40 s,
 #                TestChaosCluster, TestChaosRedlock, TestChaosSentinel and
@@ -25,8 +29,9 @@
 #      `go vet -race` from that build. 15 s with a warm Go build cache;
 #      with a cold one, minutes (398 s of CPU, see README.md).
 #   2. side by side: the root module's tests (about 4 minutes: the
-#      library's own tests run one after another), the safety suite's
-#      tests but its chaos runs, and the bench module's tests.
+#      library's own tests run one after another), the command's, the
+#      safety suite's tests but its chaos runs, the bench module's, and
+#      the etcd modules'.
 #   3. alone: the safety suite's chaos runs (about 2.5 minutes), whose
 #      client processes renew leases under injected faults and must not
 #      be starved of CPU by the rest of the suite.
@@ -107,7 +112,7 @@ gotest=(go test -race -count=1 -timeout 10m)
 # without the race detector.
 build='set -o pipefail
 rc=0
-for m in . safety bench etcdstore etcdtest; do
+for m in . cmd/distlock safety bench etcdstore etcdtest; do
 	echo "go test -race -run ^\$ ($m)"
 	(cd "$m" && go test -race -count=1 -run "^\$" ./... | sed "/\[no tests to run\]\$/d") || rc=1
 	echo "go vet -race ($m)"
@@ -124,8 +129,9 @@ if ((${#failed[@]} > 0)); then
 fi
 
 echo
-echo "== step 2: the tests of ., safety/ (but its chaos runs), bench/, etcdstore/ and etcdtest/, side by side"
+echo "== step 2: the tests of ., cmd/distlock/, safety/ (but its chaos runs), bench/, etcdstore/ and etcdtest/, side by side"
 run root . "${gotest[@]}" ./...
+run cmd cmd/distlock "${gotest[@]}" ./...
 run safety safety "${gotest[@]}" -skip "$chaos" ./...
 run bench bench "${gotest[@]}" ./...
 run etcd . bash -c "set -e; (cd etcdstore && ${gotest[*]} ./...); (cd etcdtest && ${gotest[*]} ./...)"

@@ -152,10 +152,10 @@ func isZeroDefault(f *flag.Flag) bool {
 
 // printTopUsage prints the help of distlock itself.
 func printTopUsage(w io.Writer) {
-	fmt.Fprint(w, `distlock runs commands under distributed locks kept in Redis, and shows
-and manages those locks.
+	fmt.Fprint(w, `distlock runs commands under distributed locks kept in Redis or etcd, and
+shows and manages those locks.
 
-Usage: distlock [--redis URL] [--prefix PREFIX] COMMAND [flags] [ARGS...]
+Usage: distlock [--store URL] [--prefix PREFIX] COMMAND [flags] [ARGS...]
 
 Commands:
 `)
@@ -168,12 +168,16 @@ Commands:
 Run "distlock COMMAND --help" for the flags and examples of a command, and
 "distlock --version" for the version.
 
-Redis is reached at --redis URL, else $REDIS_URL, else %s;
-use rediss:// for TLS, and redis://USER:PASSWORD@HOST:PORT/DB to log in.
-For Redlock over independent masters, give --redlock URL once per master
-(3, 5, ...) instead of --redis: a lock is held on a majority of them.
---redis, --redlock and --prefix may come before the command or among its
-flags.
+The store is --store URL (or --redis URL, for Redis only), else
+$DISTLOCK_STORE, else $REDIS_URL, else %s:
+  redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss:// for TLS;
+  etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/?prefix=PREFIX],
+  or etcds:// for TLS.
+--tls-ca, --tls-cert and --tls-key set the CA and the client certificate
+of rediss:// and etcds://. For Redlock over independent masters, give
+--redlock URL once per master (3, 5, ...) instead of --store: a lock is
+held on a majority of them. --store, --redis, --redlock, --prefix and the
+--tls- flags may come before the command or among its flags.
 
 Exit statuses:
 %s

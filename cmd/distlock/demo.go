@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,9 +37,10 @@ why: a client whose lease ran out while it stalled (as in a long GC
 pause) comes back after another took the lock and wrote, and its stale
 write is refused.
 
-Without --redis or $REDIS_URL, demo starts a throwaway redis-server on a
-free port (redis-server must be installed) and stops it at the end. With
-one, it uses the keys of its shop, "distlock-demo:{RUN}:...", and those of
+Without --store, --redis, $DISTLOCK_STORE or $REDIS_URL, demo starts a
+throwaway redis-server on a free port (redis-server must be installed) and
+stops it at the end; the demo needs Redis, not etcd. With a Redis URL, it
+uses the keys of its shop, "distlock-demo:{RUN}:...", and those of
 its lock "demo-RUN" (RUN is random): PREFIX{demo-RUN} and the keys that
 start with it, its fencing counter and abandonment marks included. It
 deletes them all at the end.
@@ -51,7 +53,7 @@ under the lock (anything else is a bug, status 1), any oversell without.
   distlock demo --workers 16 --stock 500 --redis redis://127.0.0.1:6379
 `,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
-		rf := addRedisFlags(fs)
+		rf := addStoreFlags(fs)
 		var d demo
 		fs.IntVar(&d.workers, "workers", 8, "start `NUMBER` worker processes")
 		fs.IntVar(&d.stock, "stock", 100, "sell a stock of `NUMBER` items")
@@ -80,15 +82,22 @@ type demo struct {
 	unsafe         bool
 }
 
-func (d *demo) run(rf *redisFlags) (err error) {
+func (d *demo) run(rf *storeFlags) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), interruptSignals...)
 	defer stop()
 
 	if len(rf.masters) > 0 {
 		return usageErrorf("the demo runs on one Redis (--redis), not on Redlock masters (--redlock)")
 	}
+	u, err := rf.resolvedURL()
+	if err != nil {
+		return err
+	}
+	if u.isEtcd() && !u.redisOnly {
+		return usageErrorf("the demo keeps its shop in Redis: give a redis:// URL, not the etcd:// URL in %s", u.from)
+	}
 	where := "Redis at "
-	if rf.url == "" && os.Getenv("REDIS_URL") == "" {
+	if !u.given {
 		srv, err := redistest.NewServer()
 		if err != nil {
 			return exitf(exitUnavailable, "cannot start a throwaway Redis (or pass --redis URL): %v", err)
@@ -156,7 +165,7 @@ func (d *demo) run(rf *redisFlags) (err error) {
 
 // runWorkers starts the worker processes, lines them up, lets them go and
 // waits for them all.
-func (d *demo) runWorkers(ctx context.Context, rf *redisFlags, shop *shop, run, lock string) error {
+func (d *demo) runWorkers(ctx context.Context, rf *storeFlags, shop *shop, run, lock string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find the distlock executable to start workers: %w", err)
@@ -170,9 +179,18 @@ func (d *demo) runWorkers(ctx context.Context, rf *redisFlags, shop *shop, run, 
 		if d.unsafe {
 			args = append(args, "--unsafe")
 		}
+		for flag, file := range map[string]string{"--tls-ca": rf.tls.ca, "--tls-cert": rf.tls.cert, "--tls-key": rf.tls.key} {
+			if file != "" {
+				args = append(args, flag, file)
+			}
+		}
 		cmd := exec.Command(exe, args...)
-		url, _ := rf.resolvedURL()
-		cmd.Env = append(os.Environ(), "REDIS_URL="+url)
+		u, _ := rf.resolvedURL() // checked by run
+		// The URL goes in $REDIS_URL, where a password does not show, and
+		// $DISTLOCK_STORE, which would win over it, goes.
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, storeEnv+"=")
+		}), "REDIS_URL="+u.url)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		cmd.SysProcAttr = workerProcAttr()
 		if err := cmd.Start(); err != nil {

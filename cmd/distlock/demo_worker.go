@@ -18,7 +18,7 @@ var demoWorkerCommand = &command{
 	doc:      "Demo-worker is one worker process of distlock demo, which starts it.\n",
 	hidden:   true,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
-		rf := addRedisFlags(fs)
+		rf := addStoreFlags(fs)
 		var w demoWorker
 		fs.StringVar(&w.run, "run", "", "`ID` of the demo run")
 		fs.StringVar(&w.lock, "lock", "", "`NAME` of the lock")
@@ -42,7 +42,7 @@ type demoWorker struct {
 	unsafe    bool
 }
 
-func (w *demoWorker) work(rf *redisFlags) error {
+func (w *demoWorker) work(rf *storeFlags) error {
 	ctx := context.Background()
 	s, err := newSession(rf)
 	if err != nil {

@@ -32,17 +32,20 @@ const exitStatusTable = `  0      success; for run: the command succeeded, or (-
          ran or runs elsewhere in this period
   1-125  for run: the exit status of the command
   1      any other error
-  64     usage error: unknown flag, missing argument or "--", bad value
+  64     usage error: unknown flag, missing argument or "--", bad value;
+         a kind of lock (--fair, ...) that the store does not support
   65     invalid lock name (empty, too long, braces, control characters,
          bidirectional controls)
-  69     Redis unavailable: unreachable, timed out, failing, or older than 6.2
+  69     the store unavailable: unreachable, timed out, failing; Redis
+         older than 6.2
   70     run: the lock was lost while the command ran; the command was stopped
   75     run: not acquired: the lock is held by someone else, or a
          semaphore's permits are taken (after --wait), or others queue
          for it (--wait 0 with --fair, --shared, --exclusive or
          --semaphore), or (--once-per, rarely) the lock kept changing
          hands while run looked for the run of the period
-  77     Redis refused the user name or password
+  77     the store refused the user name or password, or (etcd) a
+         request to this user
   78     run, permits: the lock is in use as another kind (mutex,
          fair-mutex, rwmutex or semaphore): the users of a lock
          disagree on --fair, --shared, --exclusive and --semaphore; or
@@ -135,7 +138,7 @@ func exitStatus(err error) int {
 		return exitUsage
 	case errors.Is(err, distlock.ErrInvalidName):
 		return exitBadName
-	case isAuthError(err):
+	case isAuthError(err), isEtcdAuthError(err):
 		return exitNoPerm
 	case errors.Is(err, distlock.ErrWrongKind):
 		// Before ErrNotAcquired, which it wraps: the answer came from

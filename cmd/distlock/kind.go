@@ -146,8 +146,12 @@ func (s *session) inspect(ctx context.Context, name string) (lockView, error) {
 		default:
 			v.mutex, err = s.client.Mutex(name).Inspect(ctx)
 			if err == nil && kind == kindNone {
-				// A free name may still have a semaphore's capacity.
+				// A free name may still have a semaphore's capacity,
+				// on a store that keeps semaphores.
 				v.sem, err = s.semaphore(name).Inspect(ctx)
+				if errors.Is(err, distlock.ErrUnsupported) {
+					v.sem, err = distlock.SemaphoreInfo{}, nil
+				}
 			}
 		}
 		if err != nil {

@@ -41,7 +41,7 @@ With --json it prints a JSON array of objects with the fields described in
   distlock list --json | jq -r '.[] | select(.holder.host == "web-1") | .name'
 `,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
-		rf := addRedisFlags(fs)
+		rf := addStoreFlags(fs)
 		asJSON := fs.Bool("json", false, "print JSON")
 		return func(line commandLine) error {
 			pattern := "*"
@@ -58,7 +58,7 @@ With --json it prints a JSON array of objects with the fields described in
 }
 
 // list prints the locks that match pattern.
-func list(rf *redisFlags, pattern string, asJSON bool) error {
+func list(rf *storeFlags, pattern string, asJSON bool) error {
 	ctx := context.Background()
 	s, err := newSession(rf)
 	if err != nil {

@@ -1,5 +1,5 @@
-// Command distlock runs commands under distributed locks kept in Redis, and
-// shows and manages those locks.
+// Command distlock runs commands under distributed locks kept in Redis or
+// etcd, and shows and manages those locks.
 //
 // Usage:
 //
@@ -26,9 +26,11 @@
 // commands run at once, on every machine together. The permits command
 // sets a semaphore's number of permits.
 //
-// Every command reads the Redis URL from --redis, else from $REDIS_URL, else
-// uses redis://127.0.0.1:6379. See "distlock help COMMAND" for the flags of
-// each command, and docs/cli.md for the exit statuses and recipes.
+// Every command reads the store's URL from --store (or --redis, for
+// Redis only), else from $DISTLOCK_STORE, else from $REDIS_URL, else uses
+// redis://127.0.0.1:6379; etcd://HOST:2379[,HOST:2379...] names an etcd
+// cluster. See "distlock help COMMAND" for the flags of each command, and
+// docs/cli.md for the exit statuses and recipes.
 package main
 
 import (
@@ -65,7 +67,7 @@ func runMain(args []string) int {
 	cmd := lookup(args[0])
 	switch {
 	case cmd == nil && strings.HasPrefix(args[0], "-"):
-		return report("distlock", usageErrorf("unknown flag --%s before the command: only --redis, --redlock and --prefix may come before it; the command's own flags go after it, as in distlock run --wait 0 NAME -- COMMAND (see distlock --help)", strings.TrimLeft(args[0], "-")))
+		return report("distlock", usageErrorf("unknown flag --%s before the command: only --store, --redis, --redlock, --prefix and the --tls- flags may come before it; the command's own flags go after it, as in distlock run --wait 0 NAME -- COMMAND (see distlock --help)", strings.TrimLeft(args[0], "-")))
 	case cmd == nil:
 		return report("distlock", usageErrorf("unknown command %q (see distlock --help)", args[0]))
 	}
@@ -77,7 +79,7 @@ func runMain(args []string) int {
 // globalFlags are the flags every command has, which may also come before
 // the command's name (distlock --redis URL status NAME), as in git or
 // kubectl.
-var globalFlags = []string{"redis", "redlock", "prefix"}
+var globalFlags = []string{"store", "redis", "redlock", "prefix", "tls-ca", "tls-cert", "tls-key"}
 
 // leadingGlobalFlags splits the global flags at the start of args (in the
 // forms --redis URL, --redis=URL, and with a single dash) from the rest,

@@ -15,7 +15,7 @@ import (
 
 // runOncePer runs the command argv under the lock name at most once per
 // o.oncePer on all machines together (distlock.Client.OncePer).
-func runOncePer(rf *redisFlags, o *runOptions, name string, argv []string) error {
+func runOncePer(rf *storeFlags, o *runOptions, name string, argv []string) error {
 	path, err := lookCommand(argv[0])
 	if err != nil {
 		return err
@@ -65,6 +65,10 @@ func runOncePer(rf *redisFlags, o *runOptions, name string, argv []string) error
 		return nil
 	case errors.Is(err, distlock.ErrWrongKind):
 		return wrongKind(s, mutexLocker{Mutex: s.client.Mutex(name)})
+	case errors.Is(err, distlock.ErrUnsupported) && s.etcd != nil:
+		// The store keeps no record of a period (on Redis, the error
+		// of a server that is too old: failure says it).
+		return s.unsupported("--once-per", err)
 	case errors.Is(err, distlock.ErrNotAcquired) && !errors.Is(err, distlock.ErrBackend):
 		// The lock kept changing hands, with no run of this period
 		// recorded.

@@ -38,7 +38,7 @@ rwmutex), permits changes nothing and exits with status 78.
   distlock permits partner-api 8     # allow 8 calls at once from now on
 `,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
-		rf := addRedisFlags(fs)
+		rf := addStoreFlags(fs)
 		return func(line commandLine) error {
 			if len(rf.masters) > 0 {
 				return usageErrorf("permits cannot go with --redlock: a semaphore cannot be kept by a quorum of independent Redis masters; give its Redis with --redis")
@@ -60,7 +60,7 @@ rwmutex), permits changes nothing and exits with status 78.
 
 // setPermits sets the capacity of the semaphore name to n, and prints it
 // before and after.
-func setPermits(rf *redisFlags, name string, n int) error {
+func setPermits(rf *storeFlags, name string, n int) error {
 	ctx := context.Background()
 	s, err := newSession(rf)
 	if err != nil {
@@ -68,6 +68,9 @@ func setPermits(rf *redisFlags, name string, n int) error {
 	}
 	defer s.Close()
 	sem := s.semaphore(name)
+	if err := sem.Err(); errors.Is(err, distlock.ErrUnsupported) {
+		return s.unsupported("a semaphore (distlock permits)", err)
+	}
 	if err := s.ready(ctx, sem); err != nil {
 		return err
 	}
@@ -79,6 +82,9 @@ func setPermits(rf *redisFlags, name string, n int) error {
 		return notSemaphore(name, before.kind)
 	}
 	if err := sem.SetPermits(ctx, n); err != nil {
+		if errors.Is(err, distlock.ErrUnsupported) && s.etcd != nil {
+			return s.unsupported("setting a semaphore's permits (distlock permits)", err)
+		}
 		if errors.Is(err, distlock.ErrWrongKind) { // taken as another kind meanwhile
 			kind, kerr := s.kindOf(ctx, name)
 			if kerr != nil {

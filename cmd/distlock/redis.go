@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -16,6 +16,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // defaultRedisURL is the Redis server used when neither --redis nor
@@ -24,44 +26,6 @@ const defaultRedisURL = "redis://127.0.0.1:6379"
 
 // pingTimeout bounds the first exchange with Redis.
 const pingTimeout = 10 * time.Second
-
-// redisFlags are the flags that say which Redis and which locks to use.
-type redisFlags struct {
-	url     string
-	masters []string // --redlock, each time it is given
-	prefix  string
-}
-
-// addRedisFlags defines --redis and --prefix on fs.
-func addRedisFlags(fs *flag.FlagSet) *redisFlags {
-	rf := new(redisFlags)
-	fs.StringVar(&rf.url, "redis", "",
-		"Redis server `URL`: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or\n"+
-			"rediss:// for TLS (default $REDIS_URL, else "+defaultRedisURL+");\n"+
-			"Sentinel: redis://SENTINEL:PORT?master_name=NAME[&addr=HOST:PORT...];\n"+
-			"Cluster: redis://NODE:PORT?addr=HOST:PORT[&addr=...] or ...?cluster=true")
-	fs.Func("redlock", "`URL` of one of the independent Redis masters of a Redlock quorum\n"+
-		"(redisstore.NewRedlock): give it once per master, an odd number, at\n"+
-		"least 3; not with --redis", func(u string) error {
-		rf.masters = append(rf.masters, u)
-		return nil
-	})
-	fs.StringVar(&rf.prefix, "prefix", redisstore.DefaultPrefix,
-		"`PREFIX` of the Redis keys of the locks; all users of a lock must use\nthe same")
-	return rf
-}
-
-// resolvedURL is the URL to use, --redis, else $REDIS_URL, else the
-// default, and where it comes from, for messages.
-func (rf *redisFlags) resolvedURL() (url, from string) {
-	if rf.url != "" {
-		return rf.url, "--redis"
-	}
-	if u := os.Getenv("REDIS_URL"); u != "" {
-		return u, "$REDIS_URL"
-	}
-	return defaultRedisURL, "the default URL"
-}
 
 func init() {
 	// go-redis logs connection failures itself; distlock reports them once,
@@ -75,15 +39,19 @@ type quietLogger struct{}
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // A session is a connection pool to one Redis deployment (a server, a
-// Sentinel-managed master or a Cluster), or to each master of a Redlock
-// quorum, and a distlock Client on it.
+// Sentinel-managed master or a Cluster), to each master of a Redlock
+// quorum, or to an etcd cluster, and a distlock Client on it.
 type session struct {
-	rdb     redis.UniversalClient // the deployment; a Redlock's first master
+	rdb     redis.UniversalClient // the deployment; a Redlock's first master; nil on etcd
 	masters []master              // a Redlock's masters; nil otherwise
 	client  *distlock.Client
 	addr    string     // where, for messages (never the password)
 	prefix  string     // the key prefix of the locks
-	tls     *tlsTarget // with rediss://: the first server, whose TLS ping checks
+	tls     *tlsTarget // with rediss:// or etcds://: the first server, whose TLS ping checks
+
+	etcd      *clientv3.Client // the etcd cluster; nil on Redis
+	endpoints []string         // on etcd: HOST:PORT of each member given
+	silent    string           // on etcd: what may keep it from answering, for messages
 
 	closed atomic.Bool // Close was called
 }
@@ -95,14 +63,27 @@ type master struct {
 	tls  *tlsTarget
 }
 
-// newSession returns a session on the Redis of rf, without contacting it.
-// A malformed URL is a usage error.
-func newSession(rf *redisFlags, opts ...distlock.Option) (*session, error) {
+// newSession returns a session on the store of rf, without contacting it
+// (but see newEtcdSession). A malformed URL is a usage error.
+func newSession(rf *storeFlags, opts ...distlock.Option) (*session, error) {
 	opts = append([]distlock.Option{distlock.WithLogger(nil)}, opts...)
 	if len(rf.masters) > 0 {
 		return newRedlockSession(rf, opts)
 	}
-	rdb, addr, tls, err := dialRedisURL(rf.resolvedURL())
+	u, err := rf.resolvedURL()
+	if err != nil {
+		return nil, err
+	}
+	if !u.redisOnly {
+		switch scheme, _, _ := strings.Cut(u.url, "://"); strings.ToLower(scheme) {
+		case etcdScheme, etcdTLSScheme:
+			return newEtcdSession(rf, u, opts)
+		case "redis", "rediss":
+		default:
+			return nil, usageErrorf("invalid store URL in %s: want redis://, rediss://, etcd:// or etcds://", u.from)
+		}
+	}
+	rdb, addr, tls, err := dialRedisURL(u.url, u.from, rf.tls)
 	if err != nil {
 		return nil, err
 	}
@@ -110,9 +91,12 @@ func newSession(rf *redisFlags, opts ...distlock.Option) (*session, error) {
 }
 
 // newRedlockSession returns a session on the Redlock masters of rf.
-func newRedlockSession(rf *redisFlags, opts []distlock.Option) (*session, error) {
-	if rf.url != "" {
+func newRedlockSession(rf *storeFlags, opts []distlock.Option) (*session, error) {
+	switch {
+	case rf.url != "":
 		return nil, usageErrorf("--redis and --redlock exclude each other: give one Redis with --redis, or each master of a Redlock quorum with --redlock")
+	case rf.store != "":
+		return nil, usageErrorf("--store and --redlock exclude each other: give one store with --store, or each master of a Redlock quorum with --redlock")
 	}
 	s := &session{prefix: rf.prefix}
 	var rdbs []redis.UniversalClient
@@ -122,7 +106,7 @@ func newRedlockSession(rf *redisFlags, opts []distlock.Option) (*session, error)
 		if len(rf.masters) > 1 {
 			from = fmt.Sprintf("the %s --redlock", ordinal(i+1))
 		}
-		rdb, addr, tls, err := dialRedisURL(u, from)
+		rdb, addr, tls, err := dialRedisURL(u, from, rf.tls)
 		if err != nil {
 			s.closeMasters()
 			return nil, err
@@ -138,7 +122,8 @@ func newRedlockSession(rf *redisFlags, opts []distlock.Option) (*session, error)
 
 // dialRedisURL returns a client for the Redis that the URL s names, a
 // description of where it is for messages and, for rediss://, the first
-// server to check that it speaks TLS, without contacting it:
+// server to check that it speaks TLS, without contacting it; files, the
+// TLS flags, add to the TLS configuration of a rediss:// URL:
 //
 //   - with a master_name parameter, the master that the Sentinels at the
 //     URL's host and its addr parameters monitor (go-redis's
@@ -152,12 +137,17 @@ func newRedlockSession(rf *redisFlags, opts []distlock.Option) (*session, error)
 // addresses HOST[:PORT] (see checkAddr), is a usage error that names
 // where the URL comes from, from: "--redis", "$REDIS_URL", ... Its errors
 // never repeat the URL, which may hold a password.
-func dialRedisURL(s, from string) (redis.UniversalClient, string, *tlsTarget, error) {
+func dialRedisURL(s, from string, files tlsFiles) (redis.UniversalClient, string, *tlsTarget, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		return nil, "", nil, badURL(from, err)
 	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
+	switch {
+	case (u.Scheme == etcdScheme || u.Scheme == etcdTLSScheme) && from == "--redis":
+		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL (give an etcd:// URL with --store)", from)
+	case u.Scheme == etcdScheme || u.Scheme == etcdTLSScheme:
+		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL (give an etcd:// URL with --store or $%s)", from, storeEnv)
+	case u.Scheme != "redis" && u.Scheme != "rediss":
 		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL", from)
 	}
 	q := u.Query()
@@ -172,8 +162,11 @@ func dialRedisURL(s, from string) (redis.UniversalClient, string, *tlsTarget, er
 		if err != nil {
 			return nil, "", nil, badURL(from, err)
 		}
+		if err := withTLSFiles(opt.TLSConfig, files, from); err != nil {
+			return nil, "", nil, err
+		}
 		where := fmt.Sprintf("master %q of the Sentinels at %s", opt.MasterName, strings.Join(opt.SentinelAddrs, ","))
-		return redis.NewFailoverClient(opt), where, newTLSTarget(opt.SentinelAddrs, opt.TLSConfig), nil
+		return redis.NewFailoverClient(opt), where, newTLSTarget(opt.SentinelAddrs, opt.TLSConfig, "rediss"), nil
 	case q.Has("addr") || q.Has("cluster"):
 		if c := q.Get("cluster"); c != "" && c != "true" && c != "1" {
 			return nil, "", nil, usageErrorf("invalid Redis URL in %s: cluster=%s (want cluster=true)", from, c)
@@ -184,7 +177,10 @@ func dialRedisURL(s, from string) (redis.UniversalClient, string, *tlsTarget, er
 		if err != nil {
 			return nil, "", nil, badURL(from, err)
 		}
-		return redis.NewClusterClient(opt), "the Cluster at " + strings.Join(opt.Addrs, ","), newTLSTarget(opt.Addrs, opt.TLSConfig), nil
+		if err := withTLSFiles(opt.TLSConfig, files, from); err != nil {
+			return nil, "", nil, err
+		}
+		return redis.NewClusterClient(opt), "the Cluster at " + strings.Join(opt.Addrs, ","), newTLSTarget(opt.Addrs, opt.TLSConfig, "rediss"), nil
 	}
 	opt, err := redis.ParseURL(s)
 	if err != nil {
@@ -193,7 +189,22 @@ func dialRedisURL(s, from string) (redis.UniversalClient, string, *tlsTarget, er
 	if opt.Network != "tcp" {
 		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL", from)
 	}
-	return redis.NewClient(opt), opt.Addr, newTLSTarget([]string{opt.Addr}, opt.TLSConfig), nil
+	if err := withTLSFiles(opt.TLSConfig, files, from); err != nil {
+		return nil, "", nil, err
+	}
+	return redis.NewClient(opt), opt.Addr, newTLSTarget([]string{opt.Addr}, opt.TLSConfig, "rediss"), nil
+}
+
+// withTLSFiles adds the TLS files to config, the TLS configuration of
+// the Redis URL from from; a nil config (a redis:// URL) takes none.
+func withTLSFiles(config *tls.Config, files tlsFiles, from string) error {
+	if config == nil {
+		if files.set() {
+			return files.errNotTLS(from)
+		}
+		return nil
+	}
+	return files.apply(config)
 }
 
 // badURL is the usage error of a URL from from that is malformed, or
@@ -222,6 +233,10 @@ func (s *session) ready(ctx context.Context, l interface {
 			// As checkName says it.
 			return exitf(exitBadName, "invalid lock name %q: %s", l.Name(), detail(err, distlock.ErrInvalidName))
 		}
+		if k, ok := l.(interface{ kind() lockKind }); ok && errors.Is(err, distlock.ErrUnsupported) {
+			// A kind of lock that the store does not keep (yet).
+			return s.unsupported(k.kind().flags(), err)
+		}
 		if err != nil {
 			return err
 		}
@@ -235,8 +250,11 @@ func (s *session) ready(ctx context.Context, l interface {
 func (s *session) ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	if s.masters != nil {
+	switch {
+	case s.masters != nil:
 		return s.pingQuorum(ctx)
+	case s.etcd != nil:
+		return s.pingEtcd(ctx)
 	}
 	if err := s.tls.check(ctx); err != nil {
 		return exitf(exitUnavailable, "cannot reach Redis at %s: %v", s.addr, err)
@@ -257,6 +275,8 @@ func (s *session) failure(err error) error {
 		return nil
 	case errors.As(err, &ee):
 		return err
+	case s.etcd != nil:
+		return s.etcdFailure(err)
 	case isAuthError(err):
 		return exitf(exitNoPerm, "Redis at %s refused the credentials: %v", s.addr, rootCause(err))
 	case errors.Is(err, distlock.ErrUnsupported):
@@ -308,11 +328,14 @@ func (s *session) Close() {
 		return
 	}
 	_ = s.client.Close()
-	if s.masters != nil {
+	switch {
+	case s.masters != nil:
 		s.closeMasters()
-		return
+	case s.etcd != nil:
+		_ = s.etcd.Close()
+	default:
+		_ = s.rdb.Close()
 	}
-	_ = s.rdb.Close()
 }
 
 // closeMasters closes the connections to a Redlock's masters.
@@ -353,13 +376,18 @@ func isRedisError(err error) bool {
 	return errors.As(err, &rerr)
 }
 
-// rootCause returns the part of err that says what went wrong with Redis:
-// its error reply or the network error, without the layers of context
-// added on the way up; err itself if there is neither.
+// rootCause returns the part of err that says what went wrong with the
+// store: the error reply of Redis or etcd, or the network error, without
+// the layers of context added on the way up; err itself if there is
+// none of them.
 func rootCause(err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		return rerr
+	}
+	var eerr rpctypes.EtcdError
+	if errors.As(err, &eerr) {
+		return eerr
 	}
 	var nerr *net.OpError
 	if errors.As(err, &nerr) {

@@ -84,7 +84,7 @@ job control and recipes: docs/cli.md, "distlock run".
   distlock run migrate -- sh -c 'migrate --fence "$DISTLOCK_TOKEN"'
 `,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
-		rf := addRedisFlags(fs)
+		rf := addStoreFlags(fs)
 		o := new(runOptions)
 		fs.Var(&o.wait, "wait", "wait at most `DURATION` for the lock; 0 tries once (default: forever)")
 		fs.DurationVar(&o.ttl, "ttl", distlock.DefaultTTL,
@@ -287,7 +287,7 @@ func isSet(fs *flag.FlagSet, name string) bool {
 }
 
 // runLocked runs the command argv under the lock name.
-func runLocked(rf *redisFlags, o *runOptions, name string, argv []string) error {
+func runLocked(rf *storeFlags, o *runOptions, name string, argv []string) error {
 	path, err := lookCommand(argv[0])
 	if err != nil {
 		return err

@@ -127,7 +127,7 @@ The exit status is 0 whether the lock is held or not.
   distlock status --json nightly-report | jq -r '.last_run.ended // "never"'
 `,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
-		rf := addRedisFlags(fs)
+		rf := addStoreFlags(fs)
 		asJSON := fs.Bool("json", false, "print JSON (see above)")
 		return func(line commandLine) error {
 			if len(line.args) != 1 {
@@ -142,7 +142,7 @@ The exit status is 0 whether the lock is held or not.
 }
 
 // status prints the state of the lock name.
-func status(rf *redisFlags, name string, asJSON bool) error {
+func status(rf *storeFlags, name string, asJSON bool) error {
 	ctx := context.Background()
 	s, err := newSession(rf)
 	if err != nil {

@@ -22,7 +22,14 @@ import (
 // has exactly the documented fields.
 func statusJSON(t *testing.T, srv *redistest.Server, name string) lockState {
 	t.Helper()
-	r := run(t, "status", "--redis", srv.URL(), "--json", name)
+	return statusJSONOf(t, "--redis", srv.URL(), name)
+}
+
+// statusJSONOf is statusJSON on the store that flag (--redis, --store)
+// names with url, with more flags.
+func statusJSONOf(t *testing.T, flag, url, name string, flags ...string) lockState {
+	t.Helper()
+	r := run(t, append(append([]string{"status", flag, url, "--json"}, flags...), name)...)
 	r.wantCode(t, 0)
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(r.stdout), &fields); err != nil {

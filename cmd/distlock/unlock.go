@@ -52,7 +52,7 @@ the same.
   distlock unlock --force --now nightly-report   # do not wait for the holder
 `,
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
-		rf := addRedisFlags(fs)
+		rf := addStoreFlags(fs)
 		force := fs.Bool("force", false, "really take the lock away")
 		now := fs.Bool("now", false, "delete the lock at once, without waiting for its holders to stop")
 		return func(line commandLine) error {
@@ -73,7 +73,7 @@ the same.
 // forceUnlock takes the lock name away from whoever holds it: it revokes
 // the lock and waits until its holders have released it, or deletes it at
 // once (now).
-func forceUnlock(rf *redisFlags, name string, now bool) error {
+func forceUnlock(rf *storeFlags, name string, now bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), interruptSignals...)
 	defer stop()
 	s, err := newSession(rf)
