@@ -2,10 +2,13 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/distlock/distlock/store"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -23,54 +26,56 @@ func (s *Store) Acquire(ctx context.Context, r store.Request) (store.Grant, erro
 	if r.Reenter {
 		return s.reenter(ctx, r)
 	}
-	a := acquisition{s: s, r: r, letter: letters[r.Kind], dir: s.lockDir(r.Name),
-		key: s.ownKey(r.Name, r.Kind, r.Owner), mark: s.markKey(r.Owner, r.Name), h: s.newHolding(r)}
-	lease, err := s.cli.Grant(ctx, ttlOf(r.Lease))
-	if err != nil {
-		return store.Grant{}, backendErr(err)
-	}
-	a.lease = int64(lease.ID)
-	g, err := a.run(ctx)
-	if !g.Acquired {
-		// The hold's lease is of no use (a place has one of its own). On
-		// an error, a put may have been applied with it: it stays, and
-		// the engine abandons the owner, which deletes the key.
-		if err == nil {
-			s.revoke(a.lease)
+	a := acquisition{s: s, r: r, start: time.Now(), letter: letters[r.Kind], dir: s.lockDir(r.Name),
+		key: s.ownKey(r.Name, r.Kind, r.Owner), mark: s.markKey(r.Owner, r.Name), h: s.newHolding(r),
+		hold: s.class(ttlOf(r.Lease))}
+	for {
+		g, err := a.run(ctx)
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return g, err
 		}
+		// The store's lease expired (this process was cut off or paused
+		// for a whole TTL): nothing was put; another one is granted.
 	}
-	return g, err
 }
 
 // An acquisition is one Acquire of a new owner.
 type acquisition struct {
 	s      *Store
 	r      store.Request
+	start  time.Time // before any request of it was sent
 	letter byte
 	dir    string // the lock's directory
 	key    string // the owner's
 	mark   string // the owner's abandonment mark
 	h      holding
-	lease  int64 // a lease of r.Lease, for a hold taken at once
+	hold   *classLease // the lease of a hold taken at once
 }
 
 func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 	s, r := a.s, a.r
+	lease, err := s.lease(ctx, a.hold)
+	if err != nil {
+		return store.Grant{}, err
+	}
 	for {
-		// The common case first: nothing of the name exists.
+		// The common case first: nothing of the name exists. The
+		// keep-alive that the hold needs goes out beside the put.
 		var cs []contender
 		if r.Kind != store.Semaphore || r.Permits <= r.Capacity {
+			ka := a.keepAlive(ctx, a.hold, lease)
 			resp, err := s.cli.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(a.dir).WithPrefix(), "=", 0),
 					clientv3.Compare(clientv3.CreateRevision(a.mark), "=", 0)).
-				Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(clientv3.LeaseID(a.lease)))).
+				Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(lease))).
 				Else(rangeOp(a.dir), clientv3.OpGet(a.mark, clientv3.WithCountOnly())).
 				Commit()
 			if err != nil {
-				return store.Grant{}, backendErr(err)
+				return store.Grant{}, a.putErr(lease, err)
 			}
 			if resp.Succeeded {
-				return a.taken(resp.Header.Revision, r.Capacity), nil
+				return a.kept(ka, store.Grant{Acquired: true, Token: uint64(resp.Header.Revision),
+					Holds: 1, Seq: r.Seq, Lease: r.Lease, Capacity: a.capacity(r.Capacity)})
 			}
 			if resp.Responses[1].GetResponseRange().Count > 0 {
 				return store.Grant{TTL: -1}, nil // abandoned: never taken for this owner
@@ -86,26 +91,52 @@ func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 			}
 			cs = contenders(a.dir, resp.Responses[0].GetResponseRange().Kvs)
 		}
-		g, done, err := a.decide(ctx, cs)
+		g, done, err := a.decide(ctx, cs, lease)
 		if done || err != nil {
 			return g, err
 		}
 	}
 }
 
-// taken is the grant of a key put at revision rev with the hold's lease.
-func (a *acquisition) taken(rev int64, capacity int) store.Grant {
-	g := store.Grant{Acquired: true, Token: uint64(rev), Holds: 1, Seq: a.r.Seq, Lease: a.r.Lease}
-	if a.r.Kind == store.Semaphore {
-		g.Capacity = capacity
+// putErr is the error of a put on lease that failed: the lease's own
+// expiry (the caller tries again on another), or an outcome unknown.
+func (a *acquisition) putErr(lease clientv3.LeaseID, err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		a.hold.expired(lease)
+		return err
 	}
-	return g
+	return backendErr(err)
+}
+
+// keepAlive sends, in the background, a keep-alive of lease of c that
+// counts for a request begun at a.start.
+func (a *acquisition) keepAlive(ctx context.Context, c *classLease, lease clientv3.LeaseID) <-chan error {
+	return a.s.keepAliveAsync(ctx, c, lease, a.start)
+}
+
+// kept returns g once the keep-alive ka of the lease of the key just put
+// is answered: the key then lasts its lease's TTL from the request's
+// start at least.
+func (a *acquisition) kept(ka <-chan error, g store.Grant) (store.Grant, error) {
+	if err := <-ka; err != nil {
+		// The key may be gone with its lease, or it may not: unknown.
+		return store.Grant{}, fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
+	}
+	return g, nil
+}
+
+// capacity is c for a semaphore, 0 for the other kinds.
+func (a *acquisition) capacity(c int) int {
+	if a.r.Kind == store.Semaphore {
+		return c
+	}
+	return 0
 }
 
 // decide goes on from the contenders cs read in the same transaction as
 // the mark (not set): it reports done when g is the outcome, and false
 // when the state changed meanwhile and the caller should start again.
-func (a *acquisition) decide(ctx context.Context, cs []contender) (g store.Grant, done bool, err error) {
+func (a *acquisition) decide(ctx context.Context, cs []contender, lease clientv3.LeaseID) (g store.Grant, done bool, err error) {
 	s, r := a.s, a.r
 	if i := find(cs, r.Owner); i >= 0 {
 		// An earlier copy of this request made the key.
@@ -129,16 +160,19 @@ func (a *acquisition) decide(ctx context.Context, cs []contender) (g store.Grant
 	if fitsNow(cs, a.h, a.letter, capacity) {
 		// Held at once beside the holders (readers, permits), if no key
 		// joined since they were read (a key that left only lets in more).
+		ka := a.keepAlive(ctx, a.hold, lease)
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(a.dir).WithPrefix(), "<", last+1),
 				clientv3.Compare(clientv3.CreateRevision(a.mark), "=", 0)).
-			Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(clientv3.LeaseID(a.lease)))).
+			Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(lease))).
 			Commit()
 		switch {
 		case err != nil:
-			return store.Grant{}, true, backendErr(err)
+			return store.Grant{}, true, a.putErr(lease, err)
 		case resp.Succeeded:
-			return a.taken(resp.Header.Revision, capacity), true, nil
+			g, err := a.kept(ka, store.Grant{Acquired: true, Token: uint64(resp.Header.Revision),
+				Holds: 1, Seq: r.Seq, Lease: r.Lease, Capacity: a.capacity(capacity)})
+			return g, true, err
 		}
 		return store.Grant{}, false, nil
 	}
@@ -180,11 +214,13 @@ func (a *acquisition) earlier(cs []contender, i int) store.Grant {
 // it let it (they may have left meanwhile), and waits otherwise.
 func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (store.Grant, bool, error) {
 	s, r := a.s, a.r
-	lease, err := s.cli.Grant(ctx, ttlOf(r.Queue))
+	queue := s.class(ttlOf(r.Queue))
+	lease, err := s.lease(ctx, queue)
 	if err != nil {
-		return store.Grant{}, true, backendErr(err)
+		return store.Grant{}, true, err
 	}
 	p := s.addPlace(r, a.key)
+	ka := a.keepAlive(ctx, queue, lease)
 	conds := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(a.mark), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(a.key), "=", 0),
@@ -199,15 +235,22 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(conds...).
-		Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(lease.ID)), rangeOp(a.dir)).
+		Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(lease)), rangeOp(a.dir)).
 		Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.dropPlace(r.Owner, p)
+		queue.expired(lease)
+		return store.Grant{}, false, nil
+	}
 	if err != nil {
 		return store.Grant{}, true, backendErr(err) // the engine abandons the owner: p goes with it
 	}
 	if !resp.Succeeded {
 		s.dropPlace(r.Owner, p)
-		s.revoke(int64(lease.ID))
 		return store.Grant{}, false, nil
+	}
+	if _, err := a.kept(ka, store.Grant{}); err != nil {
+		return store.Grant{}, true, err
 	}
 	cs = contenders(a.dir, resp.Responses[1].GetResponseRange().Kvs)
 	i := find(cs, r.Owner)

@@ -19,7 +19,7 @@
 // # Keys
 //
 // Every acquisition is a key of its own, <prefix>lock/{name}/<t>/<owner>
-// (t: the kind), on an etcd lease: its value records the owner's holds and
+// (t: the kind), on the store's etcd lease: its value records the owner's holds and
 // who took it. The keys of one lock, in the order of their create
 // revisions, are its queue, and the first of them hold it (a mutex's one
 // key; a fair mutex's or an election's first; a read-write lock's readers
@@ -43,15 +43,19 @@
 //
 // # Leases
 //
-// etcd's leases have whole-second TTLs and a floor: a lock's lease is
-// rounded up to whole seconds, so a dead holder's lock is free at most
-// that later, and a lease or queue timeout shorter than MinLease is
-// refused with ErrInvalidOption. A lease is kept alive by a keep-alive
-// sent after the renewal began, so the server's expiry is never earlier
-// than the Client's deadline. An etcd leader change extends every lease
-// (the safe direction). A place in a queue is a key on a lease of the
-// queue timeout; a grant is confirmed by the grantee, which moves its key
-// to a lease of the hold's length (store.GrantConfirmer).
+// A store keeps one etcd lease per lease length (whole seconds): one for
+// its holds, one for its places in queues. A thousand held locks cost one
+// lease and one keep-alive per renewal round, not a thousand. A request
+// that puts or keeps a key on a lease counts only once a keep-alive of
+// that lease, sent after the request began, was answered, so the server's
+// expiry is never earlier than the Client's deadline. When the process
+// dies or is cut off, its leases expire and its locks with them; Close
+// revokes them. etcd's TTLs are whole seconds with a floor: a lease is
+// rounded up, so a dead holder's lock is free at most a second later, and
+// a lease or queue timeout shorter than MinLease is refused with
+// ErrInvalidOption. An etcd leader change extends every lease (the safe
+// direction). A grant is confirmed by the grantee, which moves its key
+// from the lease of places to the lease of holds (store.GrantConfirmer).
 //
 // The Client never closes the etcd client given to New.
 package etcdstore

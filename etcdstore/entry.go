@@ -97,5 +97,3 @@ func capacityOf(cs []contender, caller int) int {
 	}
 	return caller
 }
-
-

@@ -54,9 +54,11 @@ type Store struct {
 	endWatches context.CancelFunc
 	wg         sync.WaitGroup
 
-	mu     sync.Mutex
-	places map[string]*place                   // by owner: the places of this store's owners
-	wakers map[string]map[*waker]struct{}      // by lock name: the Watches of queued kinds
+	mu      sync.Mutex
+	places  map[string]*place              // by owner: the places of this store's owners
+	wakers  map[string]map[*waker]struct{} // by lock name: the Watches of queued kinds
+	classes map[int64]*classLease          // by TTL: the leases of the store's keys
+	marks   map[int64]*markLease           // by TTL: the leases of abandonment marks
 }
 
 // New returns a store on cli. It does not contact etcd until it is used,
@@ -73,7 +75,8 @@ func New(cli *clientv3.Client, opts ...Option) *Store {
 	}
 	host, _ := os.Hostname()
 	s := &Store{cli: cli, prefix: cfg.prefix, err: cfg.err, host: host, pid: os.Getpid(),
-		places: map[string]*place{}, wakers: map[string]map[*waker]struct{}{}}
+		places: map[string]*place{}, wakers: map[string]map[*waker]struct{}{},
+		classes: map[int64]*classLease{}, marks: map[int64]*markLease{}}
 	s.watches, s.endWatches = context.WithCancel(context.Background())
 	return s
 }
@@ -95,10 +98,13 @@ func (s *Store) Validate(kind store.Kind, lease, queue time.Duration) error {
 	return nil
 }
 
-// Close ends the store's watches. It does not close the etcd client.
+// Close ends the store's watches and revokes its leases: the keys its
+// Client could not release go with them. It does not close the etcd
+// client.
 func (s *Store) Close() error {
 	s.endWatches()
 	s.wg.Wait()
+	s.revokeLeases()
 	return nil
 }
 
@@ -164,7 +170,7 @@ func (s *Store) update(ctx context.Context, key string, kv *mvccpb.KeyValue, h h
 }
 
 // delete deletes an owner's key if it has not changed since kv, with
-// also, and revokes its lease; it reports false if it had changed.
+// also; it reports false if it had changed.
 func (s *Store) delete(ctx context.Context, key string, kv *mvccpb.KeyValue, also ...clientv3.Op) (bool, error) {
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
@@ -173,25 +179,7 @@ func (s *Store) delete(ctx context.Context, key string, kv *mvccpb.KeyValue, als
 	if err != nil {
 		return false, backendErr(err)
 	}
-	if resp.Succeeded {
-		s.revoke(kv.Lease)
-	}
 	return resp.Succeeded, nil
-}
-
-// revoke revokes a lease that nothing needs any more, in the background:
-// a lease left behind only keeps its keys until it expires.
-func (s *Store) revoke(id int64) {
-	if id == 0 {
-		return
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = s.cli.Revoke(ctx, clientv3.LeaseID(id))
-	}()
 }
 
 // leaseLeft is what is left of a lease, or -1 if it cannot be known.

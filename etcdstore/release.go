@@ -55,16 +55,16 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 }
 
 // Abandon implements store.Store: in one transaction, it marks the owner,
-// so that its later acquisitions are refused for r.Lease (the mark's own
-// lease, never kept alive), and deletes its key, whatever it holds.
+// so that its later acquisitions are refused for r.Lease (the mark's
+// lease is never kept alive), and deletes its key, whatever it holds.
 func (s *Store) Abandon(ctx context.Context, r store.Request) (bool, error) {
-	lease, err := s.cli.Grant(ctx, ttlOf(r.Lease))
+	lease, err := s.markLeaseFor(ctx, r.Lease)
 	if err != nil {
-		return false, backendErr(err)
+		return false, err
 	}
 	dir, key := s.lockDir(r.Name), s.ownKey(r.Name, r.Kind, r.Owner)
 	resp, err := s.cli.Txn(ctx).Then(
-		clientv3.OpPut(s.markKey(r.Owner, r.Name), "", clientv3.WithLease(lease.ID)),
+		clientv3.OpPut(s.markKey(r.Owner, r.Name), "", clientv3.WithLease(lease)),
 		rangeOp(dir),
 		clientv3.OpDelete(key),
 	).Commit()
@@ -74,9 +74,5 @@ func (s *Store) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	s.dropPlace(r.Owner, nil)
 	cs := contenders(dir, resp.Responses[1].GetResponseRange().Kvs)
 	i := find(cs, r.Owner)
-	if i < 0 {
-		return false, nil
-	}
-	s.revoke(cs[i].kv.Lease)
-	return admitted(cs, i, capacityOf(cs, 0)), nil
+	return i >= 0 && admitted(cs, i, capacityOf(cs, 0)), nil
 }

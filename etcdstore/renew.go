@@ -2,9 +2,11 @@ package etcdstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/distlock/distlock/store"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -12,107 +14,190 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Renew implements store.Store: a hold's renewal or a place's refresh per
-// request, side by side.
+var (
+	errNotOwners = fmt.Errorf("%w: etcd: the lock is not the owner's", store.ErrNotHeld)
+	errRevoked   = fmt.Errorf("%w: etcd: the lock was revoked", store.ErrNotHeld)
+	errNotHolder = fmt.Errorf("%w: etcd: the owner's key does not hold the lock", store.ErrNotHeld)
+	errPlaceGone = fmt.Errorf("%w: etcd: the place in the queue is gone", store.ErrNotHeld)
+)
+
+// Renew implements store.Store. The holds' keys are read in transactions
+// of readBatch keys; the holds whose key is on the store's lease of their
+// length are then renewed together by one keep-alive of that lease (the
+// send-time rule of leases.go), so a thousand holds cost a few reads and
+// one keep-alive. A key on another lease (a grant being confirmed, an
+// Extend to another length) is moved to the right one. Places are
+// refreshed one by one.
 func (s *Store) Renew(ctx context.Context, rs []store.Request, report func(int, store.Grant, error)) {
+	start := time.Now()
 	var wg sync.WaitGroup
+	var holds []int
 	for i, r := range rs {
+		if r.Queue > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				g, err := s.refresh(ctx, r, start)
+				report(i, g, err)
+			}()
+			continue
+		}
+		holds = append(holds, i)
+	}
+	keys := make([]string, len(holds))
+	for j, i := range holds {
+		keys[j] = s.ownKey(rs[i].Name, rs[i].Kind, rs[i].Owner)
+	}
+	kvs, errs := s.readKeys(ctx, keys)
+	type group struct {
+		c   *classLease
+		id  clientv3.LeaseID
+		idx []int // of holds
+	}
+	groups := map[clientv3.LeaseID]*group{}
+	for j, i := range holds {
+		r := rs[i]
+		if errs[j] != nil {
+			report(i, store.Grant{}, errs[j])
+			continue
+		}
+		var h holding
+		switch kv := kvs[j]; {
+		case kv == nil || json.Unmarshal(kv.Value, &h) != nil || h.Owner != r.Owner:
+			report(i, store.Grant{}, errNotOwners)
+			continue
+		case h.Revoked:
+			report(i, store.Grant{}, errRevoked)
+			continue
+		case h.Seq > r.Seq:
+			report(i, store.Grant{}, store.ErrSuperseded)
+			continue
+		}
+		c := s.class(ttlOf(r.Lease))
+		if id := c.current(); id != 0 && kvs[j].Lease == int64(id) {
+			g := groups[id]
+			if g == nil {
+				g = &group{c: c, id: id}
+				groups[id] = g
+			}
+			g.idx = append(g.idx, j)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r.Queue > 0 {
-				g, err := s.refresh(ctx, r)
-				report(i, g, err)
-				return
+			report(i, store.Grant{}, s.move(ctx, r, kvs[j], h, c, start))
+		}()
+	}
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.keepAlive(ctx, g.c, g.id, start)
+			for _, j := range g.idx {
+				report(holds[j], store.Grant{}, err)
 			}
-			report(i, store.Grant{}, s.renew(ctx, r))
 		}()
 	}
 	wg.Wait()
 }
 
-var (
-	errNotOwners = fmt.Errorf("%w: etcd: the lock is not the owner's", store.ErrNotHeld)
-	errRevoked   = fmt.Errorf("%w: etcd: the lock was revoked", store.ErrNotHeld)
-	errNotHolder = fmt.Errorf("%w: etcd: the owner's key does not hold the lock", store.ErrNotHeld)
-	errLeaseGone = fmt.Errorf("%w: etcd: the owner's lease is gone", store.ErrNotHeld)
-	errPlaceGone = fmt.Errorf("%w: etcd: the place in the queue is gone", store.ErrNotHeld)
-)
+// readBatch is how many keys a renewal reads per transaction (etcd's
+// default limit is 128 operations per transaction).
+const readBatch = 100
 
-// renew keeps the lease of a held lock: a keep-alive of the lease of the
-// owner's key, once the key is seen to hold the lock (which it does until
-// it is deleted: see admit.go), then a check that the key is still on that
-// lease (a keep-alive of a lease whose key was deleted keeps nothing). A
-// renewal to another lease length moves the key to a new lease, which is
-// also how a granted place becomes a hold of the lock's full lease.
-func (s *Store) renew(ctx context.Context, r store.Request) error {
-	cs, _, err := s.queue(ctx, r.Name)
-	if err != nil {
-		return err
+// readKeys reads keys, readBatch at a time, a few transactions at once:
+// a nil KeyValue for a key that does not exist, and an error for each key
+// of a transaction that failed.
+func (s *Store) readKeys(ctx context.Context, keys []string) ([]*mvccpb.KeyValue, []error) {
+	kvs := make([]*mvccpb.KeyValue, len(keys))
+	errs := make([]error, len(keys))
+	limit := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(keys); lo += readBatch {
+		hi := min(lo+readBatch, len(keys))
+		ops := make([]clientv3.Op, 0, hi-lo)
+		for _, k := range keys[lo:hi] {
+			ops = append(ops, clientv3.OpGet(k))
+		}
+		wg.Add(1)
+		limit <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-limit }()
+			resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+			for i := lo; i < hi; i++ {
+				switch {
+				case err != nil:
+					errs[i] = backendErr(err)
+				case len(resp.Responses[i-lo].GetResponseRange().Kvs) > 0:
+					kvs[i] = resp.Responses[i-lo].GetResponseRange().Kvs[0]
+				}
+			}
+		}()
 	}
-	i := find(cs, r.Owner)
-	switch {
-	case i < 0:
-		return errNotOwners
-	case cs[i].Revoked:
-		return errRevoked
-	case cs[i].Seq > r.Seq:
-		return store.ErrSuperseded
-	case !admitted(cs, i, capacityOf(cs, r.Capacity)):
-		return errNotHolder
-	}
-	c := cs[i]
-	ka, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(c.kv.Lease))
-	switch {
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		return errLeaseGone
-	case err != nil:
-		return backendErr(err)
-	}
-	if ka.TTL < ttlOf(r.Lease) {
-		return s.moveLease(ctx, c.kv, c.holding, r)
-	}
-	kv, h, err := s.get(ctx, string(c.kv.Key))
-	switch {
-	case err != nil:
-		return err
-	case kv == nil || kv.Lease != c.kv.Lease:
-		return errNotOwners
-	case h.Revoked:
-		return errRevoked
-	}
-	s.dropPlace(r.Owner, nil) // a grant confirmed: no place any more
-	return nil
+	wg.Wait()
+	return kvs, errs
 }
 
-// moveLease puts the owner's key kv on a new lease of r.Lease, if it has
-// not changed since it was read, and revokes the old one.
-func (s *Store) moveLease(ctx context.Context, kv *mvccpb.KeyValue, h holding, r store.Request) error {
-	lease, err := s.cli.Grant(ctx, ttlOf(r.Lease))
-	if err != nil {
-		return backendErr(err)
+// current is the id of the lease of c, 0 if it has none.
+func (c *classLease) current() clientv3.LeaseID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.id
+}
+
+// move puts the owner's key kv on the store's lease c (of r.Lease), if it
+// has not changed since it was read: an Extend to another length, or the
+// confirmation of a grant, whose key waited on the lease of places. A
+// grant is confirmed only if the key holds the lock.
+func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, h holding, c *classLease, start time.Time) error {
+	if r.Kind.Queued() {
+		cs, _, err := s.queue(ctx, r.Name)
+		if err != nil {
+			return err
+		}
+		i := find(cs, r.Owner)
+		switch {
+		case i < 0:
+			return errNotOwners
+		case !admitted(cs, i, capacityOf(cs, r.Capacity)):
+			return errNotHolder
+		}
+		kv = cs[i].kv
 	}
 	h.Seq = max(h.Seq, r.Seq)
 	key := string(kv.Key)
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(key, h.encode(), clientv3.WithLease(lease.ID))).
-		Commit()
-	if err != nil {
-		return backendErr(err)
+	for {
+		lease, err := s.lease(ctx, c)
+		if err != nil {
+			return err
+		}
+		ka := s.keepAliveAsync(ctx, c, lease, start)
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(key, h.encode(), clientv3.WithLease(lease))).
+			Commit()
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			c.expired(lease)
+			continue
+		case err != nil:
+			return backendErr(err)
+		case !resp.Succeeded:
+			return fmt.Errorf("%w: etcd: the lock changed while its lease was renewed", store.ErrBackend)
+		}
+		if err := <-ka; err != nil {
+			return fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
+		}
+		s.dropPlace(r.Owner, nil) // a grant confirmed: no place any more
+		return nil
 	}
-	if !resp.Succeeded {
-		s.revoke(int64(lease.ID))
-		return fmt.Errorf("%w: etcd: the lock changed while its lease was renewed", store.ErrBackend)
-	}
-	s.revoke(kv.Lease)
-	s.dropPlace(r.Owner, nil)
-	return nil
 }
 
-// refresh keeps a place: a keep-alive of its key's lease, and whether the
-// key holds the lock now.
-func (s *Store) refresh(ctx context.Context, r store.Request) (store.Grant, error) {
+// refresh keeps a place: a keep-alive of the lease of places, and whether
+// the key holds the lock now.
+func (s *Store) refresh(ctx context.Context, r store.Request, start time.Time) (store.Grant, error) {
 	cs, _, err := s.queue(ctx, r.Name)
 	if err != nil {
 		return store.Grant{}, err
@@ -121,14 +206,14 @@ func (s *Store) refresh(ctx context.Context, r store.Request) (store.Grant, erro
 	if i < 0 {
 		return store.Grant{}, errPlaceGone
 	}
-	ka, err := s.cli.KeepAliveOnce(ctx, clientv3.LeaseID(cs[i].kv.Lease))
+	c := s.class(ttlOf(r.Queue))
+	err = s.keepAlive(ctx, c, clientv3.LeaseID(cs[i].kv.Lease), start)
 	switch {
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+	case errors.Is(err, errLeaseExpired):
 		return store.Grant{}, errPlaceGone
 	case err != nil:
-		return store.Grant{}, backendErr(err)
+		return store.Grant{}, err
 	}
-	_ = ka
 	s.confirmed(r.Owner, r.Seq)
 	capacity := capacityOf(cs, r.Capacity)
 	var g store.Grant
