@@ -98,7 +98,9 @@ const sentinelAckTimeout = 150 * time.Millisecond
 // still checked for linearizability (SCRIPT FLUSH must be invisible,
 // cancelled acquisitions are in the model as operations of unknown
 // outcome, and a semaphore's capacity is no mutex's).
-var benignFaults = map[string]bool{faultScriptFlush: true, faultCancelStorm: true, faultSetPermits: true}
+// An etcd compaction drops old revisions only, which no lock operation
+// reads.
+var benignFaults = map[string]bool{faultScriptFlush: true, faultCancelStorm: true, faultSetPermits: true, faultEtcdCompact: true}
 
 // A fault is one injected fault; times are CLOCK_MONOTONIC ns.
 type fault struct {
@@ -145,6 +147,7 @@ type chaosRun struct {
 	sentinel *redistest.Sentinel // the Sentinel mode's group, nil otherwise
 	ack      bool                // Sentinel mode with WithReplicaAck(1, sentinelAckTimeout)
 	redlock  *redlockRun         // the Redlock mode's masters' faults, nil otherwise
+	etcd     *etcdRun            // the etcd mode's cluster, proxies and timeline, nil otherwise (etcd_chaos_test.go)
 	clients  int                 // client processes at any time
 	storeSrv *redistest.Server
 	ctl      redis.UniversalClient // direct to the lock server(s), for the scheduler
@@ -470,6 +473,8 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 			addrs = append(addrs, p.Listen)
 		}
 		lockAddr = strings.Join(addrs, ",")
+	case r.etcd != nil:
+		// The etcd client is given its proxies' endpoints (cfg.Etcd).
 	case r.sentinel == nil:
 		lockAddr = r.proxies[slot].Listen
 	}
@@ -503,6 +508,12 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 		OnceKey:     onceKeyBase,
 		OnceWindow:  onceWindow,
 		OnceKeep:    onceKeepFor,
+	}
+	if r.etcd != nil {
+		cfg.Etcd, cfg.MultiRate, cfg.ExtendMin, cfg.LongRate = r.etcd.endpoints(slot), etcdMultiRate, 1, etcdLongRate
+		if !slices.Contains(r.etcd.kinds, "multi") {
+			cfg.MultiRate = 0
+		}
 	}
 	if r.sentinel != nil {
 		cfg.SentinelAddrs, cfg.MasterName = r.sentinel.SentinelAddrs(), r.sentinel.MasterName()
@@ -763,36 +774,67 @@ func chaosName(kind string, i int) string {
 	return fmt.Sprintf("%s%s %d", kind, nameMarks[(i+offset)%len(nameMarks)], i)
 }
 
+// killClient kills the client process in slot (SIGKILL), waits for it to
+// end and starts another in its place: the fault f.
+func (r *chaosRun) killClient(f *fault, slot int, what string) {
+	p := r.current[slot]
+	f.Slot, f.Client, f.Detail = slot, p.id, what
+	f.Start = mono()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	p.mu.Lock()
+	p.killAt = mono()
+	p.mu.Unlock()
+	<-p.done
+	f.End = mono()
+	r.spawn(slot)
+}
+
+// pauseClient stops the client process in slot (SIGSTOP) for d, then lets
+// it go on: the fault f, recorded among the process's pauses.
+func (r *chaosRun) pauseClient(f *fault, slot int, what string, d time.Duration) {
+	p := r.current[slot]
+	f.Slot, f.Client = slot, p.id
+	f.Detail = what + " for " + d.String()
+	f.Start = mono()
+	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(d) // the fault's length
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	f.End = mono()
+	p.mu.Lock()
+	p.pauses = append(p.pauses, [2]int64{f.Start, f.End})
+	p.mu.Unlock()
+}
+
+// storm has a random client process hog its connection pool
+// (faultPoolHog) or cancel its calls' contexts (faultCancelStorm) for 1 to
+// 2 leases: the fault f.
+func (r *chaosRun) storm(f *fault, kind string, frac func(lo, hi float64) time.Duration) {
+	slot := r.rng.Intn(len(r.current))
+	p := r.current[slot]
+	f.Slot, f.Client = slot, p.id
+	d := frac(1, 2)
+	f.Detail = d.String()
+	f.Start = mono()
+	if kind == faultPoolHog {
+		p.send(fmt.Sprintf("hog %d", d.Milliseconds()))
+		d += r.lease / 4 // PoolTimeout: a Ping may finish that late
+	} else {
+		p.send(fmt.Sprintf("cancel %d", d.Milliseconds()))
+	}
+	time.Sleep(d)
+	f.End = mono()
+}
+
 func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) {
 	t := r.t
 	f := fault{Kind: kind, Slot: -1, Client: -1}
 	switch kind {
 	case faultHolderKill:
 		slot, what := r.holderSlot()
-		p := r.current[slot]
-		f.Slot, f.Client, f.Detail = slot, p.id, what
-		f.Start = mono()
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		p.mu.Lock()
-		p.killAt = mono()
-		p.mu.Unlock()
-		<-p.done
-		f.End = mono()
-		r.spawn(slot)
+		r.killClient(&f, slot, what)
 	case faultHolderPause:
 		slot, what := r.holderSlot()
-		p := r.current[slot]
-		f.Slot, f.Client = slot, p.id
-		d := frac(1.2, 2.5)
-		f.Detail = what + " for " + d.String()
-		f.Start = mono()
-		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
-		time.Sleep(d) // the fault's length
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		f.End = mono()
-		p.mu.Lock()
-		p.pauses = append(p.pauses, [2]int64{f.Start, f.End})
-		p.mu.Unlock()
+		r.pauseClient(&f, slot, what, frac(1.2, 2.5))
 	case faultRedisPause:
 		d := frac(0.3, 1.5)
 		node := r.rng.Intn(len(r.lockSrvs))
@@ -876,20 +918,7 @@ func (r *chaosRun) inject(kind string, frac func(lo, hi float64) time.Duration) 
 		f.Detail = r.failover(kind, frac)
 		f.End = mono()
 	case faultPoolHog, faultCancelStorm:
-		slot := r.rng.Intn(len(r.current))
-		p := r.current[slot]
-		f.Slot, f.Client = slot, p.id
-		d := frac(1, 2)
-		f.Detail = d.String()
-		f.Start = mono()
-		if kind == faultPoolHog {
-			p.send(fmt.Sprintf("hog %d", d.Milliseconds()))
-			d += r.lease / 4 // PoolTimeout: a Ping may finish that late
-		} else {
-			p.send(fmt.Sprintf("cancel %d", d.Milliseconds()))
-		}
-		time.Sleep(d)
-		f.End = mono()
+		r.storm(&f, kind, frac)
 	}
 	r.record(f)
 }

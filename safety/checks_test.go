@@ -116,6 +116,9 @@ type chaosReport struct {
 	// Redlock, in the Redlock mode: the masters' faults, the no-quorum
 	// phases (redlock_chaos_test.go).
 	Redlock *redlockReport `json:",omitempty"`
+	// Etcd, in the etcd mode: the cluster's faults and the checks on the
+	// server's timeline (etcd_chaos_test.go).
+	Etcd    *etcdReport `json:",omitempty"`
 	Orphans orphanReport
 	Fair    fairReport
 	Shared  sharedReport // the read-write locks and semaphores (sharedchecks_test.go)
@@ -219,6 +222,9 @@ func (rep *chaosReport) violations() []string {
 	if rep.Redlock != nil {
 		v = append(v, rep.Redlock.violations()...)
 	}
+	if rep.Etcd != nil {
+		v = append(v, rep.Etcd.violations()...)
+	}
 	v = append(v, rep.ClientFailures...)
 	if rep.Acquisitions == 0 {
 		v = append(v, "no acquisition succeeded")
@@ -288,6 +294,9 @@ func (rep *chaosReport) log(t *testing.T) {
 	}
 	if rep.Redlock != nil {
 		rep.Redlock.log(t)
+	}
+	if rep.Etcd != nil {
+		rep.Etcd.log(t)
 	}
 	if rep.Cluster {
 		t.Logf("cluster: during %d master pauses, %d acquisitions returned on the other masters, %d on the paused one",
@@ -425,7 +434,7 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	rep.Fair.Enqueues = map[string]int{}
 	var losses []record
 	byToken := map[string]*acquisition{}
-	var enqs, onceCalls []record
+	var enqs, onceCalls, etcdReqs []record
 	var jobs []onceJob
 	for _, p := range r.procs {
 		recs, err := readHistory(p.history)
@@ -529,7 +538,11 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 				p.closeAt = rec.Call
 			case "abf":
 				enqs = append(enqs, rec) // see checkGiveUps
+				etcdReqs = append(etcdReqs, rec)
+			case "rpcerr", "wcomp":
+				etcdReqs = append(etcdReqs, rec) // see checkEtcd
 			case "enq":
+				etcdReqs = append(etcdReqs, rec)
 				collectEnqueues(enq, rec)
 				enqs = append(enqs, rec)
 				rep.Fair.Enqueues[strings.TrimSuffix(rec.Script, "_acquire")+" "+rec.Res]++
@@ -587,14 +600,22 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 	// The Sentinel mode has no MONITOR feed (it follows one server, not
 	// the promoted replica): the checks that rest on it do not run.
 	rep.Sentinel.MonitorSkipped = r.sentinel != nil
-	if r.sentinel == nil {
+	// The etcd mode has none either: its checks on the server's own
+	// timeline (a watch and revision samples) replace those of MONITOR,
+	// and those of the keys' TTLs.
+	redis := r.etcd == nil
+	if r.sentinel == nil && redis {
 		r.checkLossSignal(rep, losses, byToken, mon)
 	}
 	r.checkLinearizable(rep, byName, runEnd)
-	r.checkOrphans(rep)
-	r.checkSemaphoresDrained(rep)
-	r.checkFair(rep, enq, mon)
-	if r.sentinel == nil {
+	if redis {
+		r.checkOrphans(rep)
+		r.checkSemaphoresDrained(rep)
+		r.checkFair(rep, enq, mon)
+	} else {
+		r.checkEtcd(rep, byName, losses, byToken, etcdReqs)
+	}
+	if r.sentinel == nil && redis {
 		r.checkClose(rep, closes, mon)
 		r.checkGiveUps(rep, enqs, byName, closes, mon, offset)
 		r.checkOnce(rep, onceCalls, jobs, mon, runEnd)

@@ -19,6 +19,7 @@ import (
 	"github.com/distlock/distlock/internal/redisbackend"
 	"github.com/distlock/distlock/redisstore"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
 
@@ -79,6 +80,17 @@ type clientConfig struct {
 	OnceKey    string
 	OnceWindow time.Duration
 	OnceKeep   time.Duration
+	// Etcd: the lock store is etcd (etcdstore), reached at these
+	// endpoints (this client's proxies to the members; LockAddr is
+	// unused). MultiRate is the share of iterations that take two plain
+	// names with a MultiMutex (workMulti). ExtendMin is the shortest
+	// Extend, in leases (0: 0.1; etcd refuses leases below 2 s).
+	Etcd      []string
+	MultiRate float64
+	ExtendMin float64
+	// LongRate is the share of holds that outlive the lease (0: 5 %),
+	// whose renewals meet the faults.
+	LongRate float64
 }
 
 // chaosClient is the state of one client process.
@@ -89,6 +101,7 @@ type chaosClient struct {
 	rdb   redis.UniversalClient   // the lock server's client; nil in the Redlock mode
 	rdbs  []redis.UniversalClient // every lock server's client: rdb, or one per Redlock master
 	store *redis.Client
+	etcd  *clientv3.Client // the etcd mode's client, nil otherwise
 	seq   atomic.Int64
 
 	stopping  atomic.Bool
@@ -123,7 +136,10 @@ func runChaosClient(cfgJSON string) int {
 	c := &chaosClient{cfg: cfg, h: h, owners: map[string]int64{}, waitingAt: map[string]int64{}, enqueuedAt: map[string]int64{},
 		queueNotify: make(chan struct{})}
 	c.seq.Store(int64(cfg.ID) * 1_000_000)
-	if len(cfg.SentinelAddrs) > 0 {
+	switch {
+	case len(cfg.Etcd) > 0:
+		// No Redis client: the etcd client is made with the locks, below.
+	case len(cfg.SentinelAddrs) > 0:
 		c.rdb = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:    cfg.MasterName,
 			SentinelAddrs: cfg.SentinelAddrs,
@@ -134,7 +150,7 @@ func runChaosClient(cfgJSON string) int {
 			WriteTimeout:  cfg.Lease / 2,
 			MaxRetries:    1,
 		})
-	} else {
+	default:
 		opt := &redis.UniversalOptions{
 			Addrs:         strings.Split(cfg.LockAddr, ","),
 			IsClusterMode: cfg.Cluster,
@@ -175,9 +191,15 @@ func runChaosClient(cfgJSON string) int {
 	if cfg.AckReplicas > 0 {
 		sopts = append(sopts, redisstore.WithReplicaAck(cfg.AckReplicas, cfg.AckTimeout))
 	}
-	if cfg.Redlock {
+	switch {
+	case len(cfg.Etcd) > 0:
+		if err := c.newEtcdLocks(opts); err != nil {
+			fmt.Fprintln(os.Stderr, "etcd client:", err)
+			return 2
+		}
+	case cfg.Redlock:
 		c.locks = distlock.New(redisstore.NewRedlock(c.rdbs, sopts...), opts...)
-	} else {
+	default:
 		c.locks = distlock.New(redisstore.New(c.rdb, sopts...), opts...)
 	}
 	h.write(record{K: "start", Client: cfg.ID, PID: os.Getpid(), T: mono()})
@@ -245,6 +267,9 @@ func runChaosClient(cfgJSON string) int {
 	c.locks.Close()
 	for _, rdb := range c.rdbs {
 		rdb.Close()
+	}
+	if c.etcd != nil {
+		c.etcd.Close()
 	}
 	c.store.Close()
 	var leakText string
@@ -574,6 +599,10 @@ func (c *chaosClient) work(rng *rand.Rand) {
 			c.runOnce(rng)
 			continue
 		}
+		if c.cfg.MultiRate > 0 && rng.Float64() < c.cfg.MultiRate {
+			c.workMulti(rng)
+			continue
+		}
 		name := c.cfg.Names[rng.Intn(len(c.cfg.Names))]
 		owner := c.seq.Add(1)
 		m := c.lockerFor(rng, name)
@@ -727,7 +756,7 @@ func (c *chaosClient) guarded(rng *rand.Rand, l *distlock.Lease, name string, ow
 		c.extend(rng, l, name, owner)
 	}
 	work := time.Duration(rng.Int63n(int64(c.cfg.WorkMax) + 1))
-	if rng.Float64() < 0.05 || extending && rng.Intn(3) == 0 {
+	if rng.Float64() < c.longRate() || extending && rng.Intn(3) == 0 {
 		work = c.cfg.Lease + time.Duration(rng.Int63n(int64(c.cfg.Lease))) // outlives the lease: renewals
 	}
 	careful := rng.Intn(3) != 0
@@ -764,11 +793,23 @@ wait:
 	c.h.write(record{K: "op", Client: c.cfg.ID, Owner: owner, Name: name, Token: tok, Op: "w", Call: call, Ret: mono(), Acc: ok, Err: errString(err)})
 }
 
-// extend calls Extend with a lease of 0.1 to 3 leases (shortening or
-// lengthening it) under a deadline of a quarter lease, so that under faults
+// longRate is the share of holds that outlive the lease.
+func (c *chaosClient) longRate() float64 {
+	if c.cfg.LongRate > 0 {
+		return c.cfg.LongRate
+	}
+	return 0.05
+}
+
+// extend calls Extend with a lease of 0.1 (ExtendMin) to 3 leases
+// (shortening or lengthening it) under a deadline of a quarter lease, so that under faults
 // some calls fail with an unknown outcome and their request may land later.
 func (c *chaosClient) extend(rng *rand.Rand, l *distlock.Lease, name string, owner int64) {
-	ttl := time.Duration((0.1 + 2.9*rng.Float64()) * float64(c.cfg.Lease)).Round(time.Millisecond)
+	lo := 0.1
+	if c.cfg.ExtendMin > 0 {
+		lo = c.cfg.ExtendMin
+	}
+	ttl := time.Duration((lo + (3-lo)*rng.Float64()) * float64(c.cfg.Lease)).Round(time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Lease/4)
 	defer cancel()
 	call := mono()

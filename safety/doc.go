@@ -52,6 +52,15 @@
 //     processes locking with NewRedlock over 5 independent masters, with
 //     faults on at most 2 masters at once (pauses, kills with a delayed
 //     restart, the proxy faults) and one no-quorum phase.
+//     TestChaosEtcd (etcd_chaos_test.go, etcdclient_test.go) runs plain
+//     mutexes and MultiMutexes of two names on etcdstore, over 3 etcd
+//     members (etcdtest, in the test process) that each client process
+//     reaches through proxies of its own, with member kills and restarts
+//     (the leader and followers), leader transfers, the member of a
+//     holder's client partitioned from the others, compactions while
+//     acquisitions wait, clients cut off (their proxies paused) and holders
+//     stopped or killed; the server's timeline is a watch of the store's
+//     prefix on every member and samples of its revision (no MONITOR).
 //   - monitor_fair_test.go, monitor_shared_test.go: the MONITOR
 //     reconstruction of fair hand-overs (a grant inside another owner's
 //     release), of the shared kinds' holders and of elections, under names

@@ -11,7 +11,7 @@ import (
 // A record is one line of a chaos client's history file. Times are
 // CLOCK_MONOTONIC nanoseconds unless named Wall (CLOCK_REALTIME).
 type record struct {
-	K string `json:"k"` // kind: start, acq, rel, reli (a re-entered lease), ext, cancel, lost, op, close, enq, serr, once, job, stats, done
+	K string `json:"k"` // kind: start, acq, rel, reli (a re-entered lease), ext, cancel, lost, op, close, enq, abf, rpcerr and wcomp (etcd), serr, once, job, stats, done
 
 	Client int    `json:"c,omitempty"` // client id
 	PID    int    `json:"pid,omitempty"`
@@ -35,6 +35,10 @@ type record struct {
 	Fair      bool   `json:"fair,omitempty"` // acq: a FairMutex
 	Mode      string `json:"mode,omitempty"` // acq: an RWMutex's side, r (RLock, TryRLock) or w (Lock, TryLock)
 	N         int    `json:"perm,omitempty"` // acq: a Semaphore's permits asked for
+	// acq: a member of a MultiMutex (the etcd mode), and Group the owner
+	// number of its first member, which the acquisition's context carries
+	Multi bool  `json:"multi,omitempty"`
+	Group int64 `json:"grp,omitempty"`
 	// enq: an acquisition call of a queued kind (see recordEnqueue):
 	// the place's placeID, the wall-clock time of the call (Wall is its
 	// reply's), the script, and whether it was a re-entry

@@ -52,7 +52,33 @@ func TestMain(m *testing.M) {
 	// (seen in chaos runs of 2 and 9 minutes): the fault proxy's goroutines,
 	// not distlock's. The client processes, which run distlock, are
 	// checked without exception.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"))
+	//
+	// The etcd members of TestChaosEtcd run in this process, and etcd's
+	// Close can leave a peer-server connection goroutine behind for up to
+	// rafthttp's 5 s read timeout (see etcdtest's TestMain): leaks are
+	// looked for again until leakGrace has passed. A member killed in
+	// process (etcdtest's Member.Kill: HardStop, then Close) can also leave
+	// a peer-server handler blocked for good on its closed backend's read
+	// lock (seen once, seed 11: net/http's conn.serve in the peer
+	// handler's versionHandler, in baseReadTx.UnsafeRange): etcd's
+	// goroutine, not distlock's, ignored like toxiproxy's.
+	code := m.Run()
+	if code == 0 {
+		deadline := time.Now().Add(leakGrace)
+		for {
+			err := goleak.Find(goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
+				goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/storage/backend.(*baseReadTx).UnsafeRange"))
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				fmt.Fprintf(os.Stderr, "goleak: goroutines still running %v after the tests: %v\n", leakGrace, err)
+				code = 1
+				break
+			}
+		}
+	}
+	os.Exit(code)
 }
 
 func runHelper(mode string) int {

@@ -10,10 +10,11 @@
 #                tests drive the binary against redis-server processes
 #                and embedded etcd members
 #   safety/      the safety suite: ACL, TLS, bad input, fault tests, and
-#                five chaos runs of fixed length (TestChaos 40 s,
+#                six chaos runs of fixed length (TestChaos 40 s,
 #                TestChaosCluster, TestChaosRedlock, TestChaosSentinel and
 #                TestChaosSentinelAck 20 s each, the last two with Sentinel
-#                failovers that take a few seconds each)
+#                failovers that take a few seconds each, and TestChaosEtcd
+#                40 s, on three embedded etcd members)
 #   bench/       the comparison harness's own tests (the benchmarks are run
 #                by bench/cmd/lockbench, not here)
 #   etcdstore/   the etcd store (its own module: etcd's client only)
@@ -32,7 +33,7 @@
 #      library's own tests run one after another), the command's, the
 #      safety suite's tests but its chaos runs, the bench module's, and
 #      the etcd modules'.
-#   3. alone: the safety suite's chaos runs (about 2.5 minutes), whose
+#   3. alone: the safety suite's chaos runs (about 3 minutes), whose
 #      client processes renew leases under injected faults and must not
 #      be starved of CPU by the rest of the suite.
 #
@@ -100,7 +101,7 @@ status() {
 }
 
 # The chaos runs: TestChaos, TestChaosCluster, TestChaosRedlock,
-# TestChaosSentinel and TestChaosSentinelAck.
+# TestChaosSentinel, TestChaosSentinelAck and TestChaosEtcd.
 chaos='^TestChaos'
 gotest=(go test -race -count=1 -timeout 10m)
 
