@@ -28,7 +28,7 @@ func (s *Store) Acquire(ctx context.Context, r store.Request) (store.Grant, erro
 	}
 	a := acquisition{s: s, r: r, start: time.Now(), letter: letters[r.Kind], dir: s.lockDir(r.Name),
 		key: s.ownKey(r.Name, r.Kind, r.Owner), mark: s.markKey(r.Owner, r.Name), h: s.newHolding(r),
-		hold: s.class(ttlOf(r.Lease))}
+		hold: s.class(leaseTTL(r.Lease))}
 	for {
 		g, err := a.run(ctx)
 		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -122,6 +122,9 @@ func (a *acquisition) kept(ka <-chan error, g store.Grant) (store.Grant, error) 
 		// The key may be gone with its lease, or it may not: unknown.
 		return store.Grant{}, fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
 	}
+	if g.Acquired {
+		a.s.own(a.r.Owner, int64(g.Token), a.h.Holds)
+	}
 	return g, nil
 }
 
@@ -214,7 +217,7 @@ func (a *acquisition) earlier(cs []contender, i int) store.Grant {
 // it let it (they may have left meanwhile), and waits otherwise.
 func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (store.Grant, bool, error) {
 	s, r := a.s, a.r
-	queue := s.class(ttlOf(r.Queue))
+	queue := s.class(leaseTTL(r.Queue))
 	lease, err := s.lease(ctx, queue)
 	if err != nil {
 		return store.Grant{}, true, err
@@ -279,6 +282,7 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 // reenter adds hold r.Hold to the lock r.Owner holds.
 func (s *Store) reenter(ctx context.Context, r store.Request) (store.Grant, error) {
 	key := s.ownKey(r.Name, r.Kind, r.Owner)
+	s.unown(r.Owner) // its key changes: releases read it first
 	for {
 		kv, h, err := s.get(ctx, key)
 		if err != nil {

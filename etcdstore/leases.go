@@ -18,11 +18,15 @@ import (
 // and one keep-alive per renewal round, not a thousand.
 //
 // The send-time rule: a request that puts or keeps a key on a lease counts
-// only once a keep-alive of that lease, sent after the request began, was
-// answered. The leader then set the lease's expiry to its own now plus the
-// TTL, so the key lasts at least the TTL from the request's start, which
-// the Client counts its lease from. Without the rule, a key put on a lease
-// last kept alive a while ago would have less than its TTL left.
+// only once a keep-alive of that lease, sent at most keepAliveSlack before
+// the request began, was answered. The leader then set the lease's expiry
+// to its own now plus the TTL, and the TTL is the request's lease plus
+// keepAliveSlack (rounded up to whole seconds): so the key lasts at least
+// its lease from the request's start, which the Client counts its lease
+// from. Without the rule, a key put on a lease last kept alive a while ago
+// would have less than its lease left. With the slack, a store that takes
+// or renews locks often sends about one keep-alive a second per lease, and
+// most requests need none of their own.
 //
 // A lease that is not kept alive by anyone expires, and every key on it
 // with it: when the store's process dies, is paused or cut off, its locks
@@ -42,7 +46,16 @@ type classLease struct {
 	mu        sync.Mutex
 	id        clientv3.LeaseID // 0: none; granted at the next use
 	cur, next *kaRound         // the keep-alive in flight, and the one to send after it
+	kept      time.Time        // when the last keep-alive of id that was answered was sent
 }
+
+// keepAliveSlack is how long before a request a keep-alive answered for
+// its lease may have been sent, and how much longer than the requests'
+// leases the store's leases are.
+const keepAliveSlack = time.Second
+
+// leaseTTL is the TTL of the store's lease for keys that must last d.
+func leaseTTL(d time.Duration) int64 { return ttlOf(d + keepAliveSlack) }
 
 // A kaRound is one keep-alive of a lease, shared by every request that
 // waits for a keep-alive sent after it began.
@@ -85,12 +98,13 @@ func (s *Store) lease(ctx context.Context, c *classLease) (clientv3.LeaseID, err
 	if id != 0 {
 		return id, nil // granted meanwhile
 	}
+	sent := time.Now()
 	resp, err := s.cli.Grant(ctx, c.ttl)
 	if err != nil {
 		return 0, backendErr(err)
 	}
 	c.mu.Lock()
-	c.id = resp.ID
+	c.id, c.kept = resp.ID, sent // a grant sets the expiry as a keep-alive does
 	c.mu.Unlock()
 	return resp.ID, nil
 }
@@ -101,20 +115,25 @@ func (c *classLease) expired(id clientv3.LeaseID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.id == id {
-		c.id = 0
+		c.id, c.kept = 0, time.Time{}
 	}
 }
 
 // keepAlive returns once a keep-alive of lease id of c sent at or after
-// since has been answered; or with errLeaseExpired if the lease has expired, or another error if the
+// since minus keepAliveSlack has been answered (at once if one was); or with errLeaseExpired if the lease has expired, or another error if the
 // outcome is unknown. Keep-alives are paced: one in flight per lease, and
 // every request that began before it was sent waits for it; those that
 // began after wait for the next, sent when it returns.
 func (s *Store) keepAlive(ctx context.Context, c *classLease, id clientv3.LeaseID, since time.Time) error {
+	since = since.Add(-keepAliveSlack)
 	c.mu.Lock()
 	if c.id != id {
 		c.mu.Unlock()
 		return errLeaseExpired
+	}
+	if !c.kept.Before(since) {
+		c.mu.Unlock()
+		return nil
 	}
 	var r *kaRound
 	switch {
@@ -172,6 +191,9 @@ func (s *Store) sendKeepAlive(c *classLease, r *kaRound) *kaRound {
 		}
 		c.mu.Lock()
 		c.cur = nil
+		if r.err == nil && r.id == c.id && r.sent.After(c.kept) {
+			c.kept = r.sent
+		}
 		if n := c.next; n != nil {
 			c.next = nil
 			if s.watches.Err() == nil {

@@ -14,13 +14,29 @@ import (
 // another name).
 func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, error) {
 	key := s.ownKey(r.Name, r.Kind, r.Owner)
+	if mr, ok := s.lastHold(r); ok {
+		// The common case, in one request: the owner's last hold, its key
+		// as this store last wrote it.
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", mr)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil {
+			return store.NotOwner, backendErr(err)
+		}
+		if resp.Succeeded {
+			s.forget(r.Owner)
+			return store.Freed, nil
+		}
+	}
+	s.unown(r.Owner)
 	for {
 		kv, h, err := s.get(ctx, key)
 		if err != nil {
 			return store.NotOwner, err
 		}
 		if kv == nil {
-			s.dropPlace(r.Owner, nil)
+			s.forget(r.Owner)
 			return store.NotOwner, nil
 		}
 		if r.Hold != 0 {
@@ -48,7 +64,7 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 			return store.NotOwner, err
 		}
 		if ok {
-			s.dropPlace(r.Owner, nil)
+			s.forget(r.Owner)
 			return store.Freed, nil
 		}
 	}
@@ -71,8 +87,52 @@ func (s *Store) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	if err != nil {
 		return false, backendErr(err)
 	}
-	s.dropPlace(r.Owner, nil)
+	s.forget(r.Owner)
 	cs := contenders(dir, resp.Responses[1].GetResponseRange().Kvs)
 	i := find(cs, r.Owner)
 	return i >= 0 && admitted(cs, i, capacityOf(cs, 0)), nil
+}
+
+// An owned is what a store knows of the key of one of its owners that
+// holds a lock, as it last wrote it: its mod revision and its holds. Only
+// the owner writes its key but for Revoke and ForceUnlock (which change
+// its revision), so a release can be a compare-and-swap on that revision,
+// in one request, falling back to a read when the key changed.
+type owned struct {
+	mr    int64
+	holds []uint64
+}
+
+// own records that the store wrote the key of owner at revision mr, with
+// holds.
+func (s *Store) own(owner string, mr int64, holds []uint64) {
+	s.mu.Lock()
+	s.owned[owner] = owned{mr: mr, holds: holds}
+	s.mu.Unlock()
+}
+
+// unown forgets what the store knew of the key of owner.
+func (s *Store) unown(owner string) {
+	s.mu.Lock()
+	delete(s.owned, owner)
+	s.mu.Unlock()
+}
+
+// lastHold returns the mod revision of the key of r's owner when r
+// releases the owner's last hold, as far as the store knows.
+func (s *Store) lastHold(r store.Request) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.owned[r.Owner]
+	if !ok || r.Hold != 0 && (len(o.holds) != 1 || o.holds[0] != r.Hold) {
+		return 0, false
+	}
+	return o.mr, true
+}
+
+// forget stops tracking the key of owner: its place, and what the store
+// knew of it.
+func (s *Store) forget(owner string) {
+	s.dropPlace(owner, nil)
+	s.unown(owner)
 }

@@ -73,7 +73,7 @@ func (s *Store) Renew(ctx context.Context, rs []store.Request, report func(int, 
 			report(i, store.Grant{}, store.ErrSuperseded)
 			continue
 		}
-		c := s.class(ttlOf(r.Lease))
+		c := s.class(leaseTTL(r.Lease))
 		if id := c.current(); id != 0 && kvs[j].Lease == int64(id) {
 			g := groups[id]
 			if g == nil {
@@ -191,6 +191,7 @@ func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, 
 			return fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
 		}
 		s.dropPlace(r.Owner, nil) // a grant confirmed: no place any more
+		s.own(r.Owner, resp.Header.Revision, h.Holds)
 		return nil
 	}
 }
@@ -206,7 +207,7 @@ func (s *Store) refresh(ctx context.Context, r store.Request, start time.Time) (
 	if i < 0 {
 		return store.Grant{}, errPlaceGone
 	}
-	c := s.class(ttlOf(r.Queue))
+	c := s.class(leaseTTL(r.Queue))
 	err = s.keepAlive(ctx, c, clientv3.LeaseID(cs[i].kv.Lease), start)
 	switch {
 	case errors.Is(err, errLeaseExpired):
