@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/store"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,6 +23,10 @@ type place struct {
 	seq uint64
 	// stop ends the goroutine that follows the place (follow).
 	stop context.CancelFunc
+	// held is the place's key as read when it was seen to hold the lock
+	// (nil before): its grant's confirmation starts from it, without
+	// reading the queue again (a key that holds keeps holding).
+	held *mvccpb.KeyValue
 }
 
 // A waker is one Watch of a queued kind: grants to the store's owners on
@@ -59,6 +64,27 @@ func (s *Store) placeSeq(owner string) uint64 {
 		return p.seq
 	}
 	return 0
+}
+
+// sawHeld records that the place of owner was seen to hold the lock, as
+// kv.
+func (s *Store) sawHeld(owner string, kv *mvccpb.KeyValue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.places[owner]; p != nil {
+		p.held = kv
+	}
+}
+
+// heldPlace returns the key of the place of owner as read when it was seen
+// to hold the lock, or nil.
+func (s *Store) heldPlace(owner string) *mvccpb.KeyValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.places[owner]; p != nil {
+		return p.held
+	}
+	return nil
 }
 
 // confirmed records that the lease of the owner's request seq was
@@ -168,6 +194,7 @@ func (s *Store) awaitChange(ctx context.Context, rev int64, own string, ws ...wa
 // granted tells the Watches of p's lock that p holds it as c.
 func (s *Store) granted(p *place, c contender) {
 	s.mu.Lock()
+	p.held = c.kv
 	n := store.Notice{Grantee: store.GranteeID(p.owner), Token: c.token(), Seq: p.seq, Lease: min(p.lease, p.queue)}
 	ws := make([]*waker, 0, len(s.wakers[p.name]))
 	for w := range s.wakers[p.name] {

@@ -42,6 +42,15 @@ func (s *Store) Renew(ctx context.Context, rs []store.Request, report func(int, 
 			}()
 			continue
 		}
+		if kv := s.heldPlace(r.Owner); kv != nil && r.Kind.Queued() {
+			// A grant to confirm, its key read when it was granted.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				report(i, store.Grant{}, s.move(ctx, r, kv, true, start))
+			}()
+			continue
+		}
 		holds = append(holds, i)
 	}
 	keys := make([]string, len(holds))
@@ -86,7 +95,7 @@ func (s *Store) Renew(ctx context.Context, rs []store.Request, report func(int, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			report(i, store.Grant{}, s.move(ctx, r, kvs[j], h, c, start))
+			report(i, store.Grant{}, s.move(ctx, r, kvs[j], false, start))
 		}()
 	}
 	for _, g := range groups {
@@ -147,12 +156,15 @@ func (c *classLease) current() clientv3.LeaseID {
 	return c.id
 }
 
-// move puts the owner's key kv on the store's lease c (of r.Lease), if it
-// has not changed since it was read: an Extend to another length, or the
+// move puts the owner's key kv on the store's lease of r.Lease, if it has
+// not changed since it was read: an Extend to another length, or the
 // confirmation of a grant, whose key waited on the lease of places. A
-// grant is confirmed only if the key holds the lock.
-func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, h holding, c *classLease, start time.Time) error {
-	if r.Kind.Queued() {
+// grant is confirmed only if the key holds the lock: verified says that kv
+// was seen holding it (a key that holds keeps holding), otherwise the
+// queue is read first. A key changed meanwhile (revoked, re-entered) is
+// read again.
+func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, verified bool, start time.Time) error {
+	if r.Kind.Queued() && !verified {
 		cs, _, err := s.queue(ctx, r.Name)
 		if err != nil {
 			return err
@@ -166,9 +178,21 @@ func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, 
 		}
 		kv = cs[i].kv
 	}
-	h.Seq = max(h.Seq, r.Seq)
-	key := string(kv.Key)
-	for {
+	c := s.class(leaseTTL(r.Lease))
+	key, token := string(kv.Key), kv.CreateRevision
+	for tries := 0; ; tries++ {
+		var h holding
+		switch {
+		case json.Unmarshal(kv.Value, &h) != nil || h.Owner != r.Owner || kv.CreateRevision != token:
+			return errNotOwners
+		case h.Revoked:
+			return errRevoked
+		case h.Seq > r.Seq:
+			return store.ErrSuperseded
+		case tries == 3:
+			return fmt.Errorf("%w: etcd: the lock kept changing while its lease was renewed", store.ErrBackend)
+		}
+		h.Seq = r.Seq
 		lease, err := s.lease(ctx, c)
 		if err != nil {
 			return err
@@ -177,6 +201,7 @@ func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, 
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpPut(key, h.encode(), clientv3.WithLease(lease))).
+			Else(clientv3.OpGet(key)).
 			Commit()
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -185,7 +210,12 @@ func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, 
 		case err != nil:
 			return backendErr(err)
 		case !resp.Succeeded:
-			return fmt.Errorf("%w: etcd: the lock changed while its lease was renewed", store.ErrBackend)
+			kvs := resp.Responses[0].GetResponseRange().Kvs
+			if len(kvs) == 0 {
+				return errNotOwners
+			}
+			kv = kvs[0]
+			continue
 		}
 		if err := <-ka; err != nil {
 			return fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
@@ -219,6 +249,7 @@ func (s *Store) refresh(ctx context.Context, r store.Request, start time.Time) (
 	capacity := capacityOf(cs, r.Capacity)
 	var g store.Grant
 	if admitted(cs, i, capacity) {
+		s.sawHeld(r.Owner, cs[i].kv)
 		g = store.Grant{Acquired: true, Token: cs[i].token(), Seq: r.Seq, Lease: min(r.Lease, r.Queue)}
 	} else {
 		g = store.Grant{Queued: true, TTL: -1}
