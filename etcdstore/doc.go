@@ -45,15 +45,15 @@
 //
 // A store keeps one etcd lease per lease length (whole seconds): one for
 // its holds, one for its places in queues. A thousand held locks cost one
-// lease and one keep-alive per renewal round, not a thousand. A request
-// that puts or keeps a key on a lease counts only once a keep-alive of
-// that lease, sent after the request began, was answered, so the server's
-// expiry is never earlier than the Client's deadline. When the process
-// dies or is cut off, its leases expire and its locks with them; Close
-// revokes them. etcd's TTLs are whole seconds with a floor: a lease is
-// rounded up, so a dead holder's lock is free at most a second later, and
-// a lease or queue timeout shorter than MinLease is refused with
-// ErrInvalidOption. An etcd leader change extends every lease (the safe
+// lease and about one keep-alive a second, not a thousand. A request that
+// puts or keeps a key on a lease counts only once a keep-alive of that
+// lease, sent at most a second before the request began, was answered, and
+// the lease's TTL is the lock's lease plus a second, rounded up to whole
+// seconds: so the server's expiry is never earlier than the Client's
+// deadline. When the process dies or is cut off, its leases expire and its
+// locks with them, up to 2 s after their own leases; Close revokes them.
+// A lease or queue timeout shorter than MinLease is refused with
+// ErrInvalidOption (etcd's TTLs are whole seconds, with a floor). An etcd leader change extends every lease (the safe
 // direction). A grant is confirmed by the grantee, which moves its key
 // from the lease of places to the lease of holds (store.GrantConfirmer).
 //
