@@ -54,8 +54,10 @@
 // locks with them, up to 2 s after their own leases; Close revokes them.
 // A lease or queue timeout shorter than MinLease is refused with
 // ErrInvalidOption (etcd's TTLs are whole seconds, with a floor). An etcd leader change extends every lease (the safe
-// direction). A grant is confirmed by the grantee, which moves its key
-// from the lease of places to the lease of holds (store.GrantConfirmer).
+// direction). A grant needs no confirmation (the store is not a
+// store.GrantConfirmer): the waiter learns of it by a linearizable read of
+// committed keys, and its key, on the lease of places until then, moves
+// to the lease of holds at its first renewal.
 //
 // The Client never closes the etcd client given to New.
 package etcdstore

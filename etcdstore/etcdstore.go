@@ -122,12 +122,6 @@ func ttlOf(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// ConfirmGrants implements store.GrantConfirmer: a waiter is granted the
-// lock by the deletes of the keys before its own, which it did not write;
-// its confirmation (a renewal) checks that its key still holds and moves
-// it to a lease of the hold's length.
-func (s *Store) ConfirmGrants() bool { return true }
-
 // newHolding is the value of the key of r's owner, as it is made.
 func (s *Store) newHolding(r store.Request) holding {
 	h := holding{Owner: r.Owner, Holds: []uint64{max(r.Hold, 1)}, Seq: r.Seq, Value: r.Value,
@@ -202,6 +196,5 @@ var _ interface {
 	store.Revoker
 	store.RevokeWatcher
 	store.OnceKeeper
-	store.GrantConfirmer
 	store.LeaderWatcher
 } = (*Store)(nil)

@@ -24,7 +24,7 @@ type place struct {
 	// stop ends the goroutine that follows the place (follow).
 	stop context.CancelFunc
 	// held is the place's key as read when it was seen to hold the lock
-	// (nil before): its grant's confirmation starts from it, without
+	// (nil before): its first renewal as a hold starts from it, without
 	// reading the queue again (a key that holds keeps holding).
 	held *mvccpb.KeyValue
 }

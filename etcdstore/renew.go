@@ -25,7 +25,7 @@ var (
 // of readBatch keys; the holds whose key is on the store's lease of their
 // length are then renewed together by one keep-alive of that lease (the
 // send-time rule of leases.go), so a thousand holds cost a few reads and
-// one keep-alive. A key on another lease (a grant being confirmed, an
+// one keep-alive. A key on another lease (a grant's first renewal, an
 // Extend to another length) is moved to the right one. Places are
 // refreshed one by one.
 func (s *Store) Renew(ctx context.Context, rs []store.Request, report func(int, store.Grant, error)) {
@@ -43,7 +43,8 @@ func (s *Store) Renew(ctx context.Context, rs []store.Request, report func(int, 
 			continue
 		}
 		if kv := s.heldPlace(r.Owner); kv != nil && r.Kind.Queued() {
-			// A grant to confirm, its key read when it was granted.
+			// A grant's first renewal, from its key as read when it was
+			// seen holding the lock.
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -157,11 +158,11 @@ func (c *classLease) current() clientv3.LeaseID {
 }
 
 // move puts the owner's key kv on the store's lease of r.Lease, if it has
-// not changed since it was read: an Extend to another length, or the
-// confirmation of a grant, whose key waited on the lease of places. A
-// grant is confirmed only if the key holds the lock: verified says that kv
-// was seen holding it (a key that holds keeps holding), otherwise the
-// queue is read first. A key changed meanwhile (revoked, re-entered) is
+// not changed since it was read: an Extend to another length, or the first
+// renewal of a grant, whose key waited on the lease of places. A key of a
+// queued kind moves only if it holds the lock: verified says that kv was
+// seen holding it (a key that holds keeps holding), otherwise the queue is
+// read first. A key changed meanwhile (revoked, re-entered) is
 // read again.
 func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, verified bool, start time.Time) error {
 	if r.Kind.Queued() && !verified {
@@ -220,7 +221,7 @@ func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, 
 		if err := <-ka; err != nil {
 			return fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
 		}
-		s.dropPlace(r.Owner, nil) // a grant confirmed: no place any more
+		s.dropPlace(r.Owner, nil) // a hold now: no place any more
 		s.own(r.Owner, resp.Header.Revision, h.Holds)
 		return nil
 	}
