@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/bench/internal/etcdbench"
 	"github.com/distlock/distlock/bench/internal/harness"
 	"github.com/distlock/distlock/redistest"
 	"github.com/redis/go-redis/v9"
@@ -26,6 +27,7 @@ func TestMain(m *testing.M) {
 	// The hand-over benchmark and the smoke test re-execute this test
 	// binary as the waiting process.
 	harness.RunWorkerIfRequested()
+	etcdbench.RunServerIfRequested() // the etcd benchmarks' server process
 	os.Exit(m.Run())
 }
 

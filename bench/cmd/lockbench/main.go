@@ -85,16 +85,11 @@ func main() {
 	}
 
 	b := &bench{}
-	if *pin && harness.PinSupported && runtime.NumCPU() >= 2 {
-		n := runtime.NumCPU()
-		b.serverCPUs = []int{n - 1}
-		for c := range n - 1 {
-			b.clientCPUs = append(b.clientCPUs, c)
-		}
-		if err := harness.Pin(0, b.clientCPUs); err != nil {
+	if *pin {
+		var err error
+		if b.serverCPUs, b.clientCPUs, err = harness.PinApart(); err != nil {
 			fatal(err)
 		}
-		runtime.GOMAXPROCS(len(b.clientCPUs))
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -124,7 +119,7 @@ func main() {
 	}
 	rep.Command = "go run ./cmd/lockbench " + strings.Join(os.Args[1:], " ")
 	start := time.Now()
-	load0 := loadAvg()
+	load0 := harness.LoadAvg()
 	var version string
 	for _, s := range scenarios {
 		srv, err := b.server()
@@ -177,7 +172,7 @@ func main() {
 		b.stopServer(srv)
 	}
 	rep.Took = time.Since(start)
-	rep.Machine = machine(version, load0, loadAvg())
+	rep.Machine = machine(version, load0, harness.LoadAvg())
 	if b.serverCPUs != nil {
 		rep.Machine += fmt.Sprintf(" Pinned (-pin): redis-server on CPU %v, lockbench and its worker processes on CPU %v (GOMAXPROCS %d), so that client and server never share a core and the round trip does not flip between same-core and cross-core wake-ups.", b.serverCPUs, b.clientCPUs, len(b.clientCPUs))
 	} else {
@@ -283,33 +278,12 @@ func serverVersion(addr string) string {
 	return "?"
 }
 
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 func machine(redisVersion, load0, load1 string) string {
-	// The library's commit: lockbench runs from bench/.
-	cpu := "?"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
 	kernel := "?"
 	if out, err := exec.Command("uname", "-sr").Output(); err == nil {
 		kernel = strings.TrimSpace(string(out))
 	}
+	// The library's commit: lockbench runs from bench/.
 	rev := "?"
 	if out, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		rev = strings.TrimSpace(string(out))
@@ -318,7 +292,7 @@ func machine(redisVersion, load0, load1 string) string {
 		}
 	}
 	return fmt.Sprintf("distlock at commit %s. Machine: %d CPU cores (%s), %s, %s %s/%s, redis-server %s (one per scenario, on 127.0.0.1, no persistence), load average %s at the start and %s at the end.",
-		rev, runtime.NumCPU(), cpu, kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH, redisVersion, load0, load1)
+		rev, runtime.NumCPU(), harness.CPUModel(), kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH, redisVersion, load0, load1)
 }
 
 func logf(format string, args ...any) {

@@ -43,17 +43,11 @@ func main() {
 	}
 
 	var serverCPUs []int
-	if *pin && harness.PinSupported && runtime.NumCPU() >= 2 {
-		n := runtime.NumCPU()
-		serverCPUs = []int{n - 1}
-		var client []int
-		for c := range n - 1 {
-			client = append(client, c)
-		}
-		if err := harness.Pin(0, client); err != nil {
+	if *pin {
+		var err error
+		if serverCPUs, _, err = harness.PinApart(); err != nil {
 			fatal(err)
 		}
-		runtime.GOMAXPROCS(len(client))
 	}
 	var addrs []string
 	var servers []*redistest.Server

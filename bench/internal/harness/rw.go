@@ -142,7 +142,7 @@ func Read(lk Locker, g *Guard, key string, workers, base int, hold time.Duration
 		case <-ctx.Done():
 		}
 	}()
-	cpu0 := cpuTime()
+	cpu0 := CPUTime()
 	counts := make([]int64, workers)
 	waits := make([][]int64, workers)
 	var errs, holdNs atomic.Int64
@@ -189,7 +189,7 @@ func Read(lk Locker, g *Guard, key string, workers, base int, hold time.Duration
 	for _, w := range waits {
 		all = append(all, w...)
 	}
-	return ReadersResult{Counts: counts, Errors: errs.Load(), HoldNs: holdNs.Load(), WaitsUs: all, CPUNs: int64(cpuTime() - cpu0)}
+	return ReadersResult{Counts: counts, Errors: errs.Load(), HoldNs: holdNs.Load(), WaitsUs: all, CPUNs: int64(CPUTime() - cpu0)}
 }
 
 // A ReaderStream is scenario h: reader processes keep the lock busy, and
@@ -264,7 +264,7 @@ func (s *ReaderStream) Start() error {
 		}
 	}
 	s.srv0, _ = ServerCPU(context.Background(), s.stats)
-	s.cli0 = cpuTime()
+	s.cli0 = CPUTime()
 	s.busy0, s.steal0, s.machineOK = machineCPU()
 	s.start = time.Now()
 	return nil
@@ -323,7 +323,7 @@ func (s *ReaderStream) Write() (time.Duration, error) {
 func (s *ReaderStream) Stop() (Result, error) {
 	el := time.Since(s.start)
 	srv, srvErr := ServerCPU(context.Background(), s.stats)
-	cli := cpuTime() - s.cli0
+	cli := CPUTime() - s.cli0
 	busy, steal, machineOK := machineCPU()
 	for _, p := range s.procs {
 		if err := p.Send("stop"); err != nil {

@@ -125,7 +125,8 @@ func (w *renewWatch) quiet(timeout time.Duration) error {
 	return fmt.Errorf("no renewal burst within %v", timeout)
 }
 
-func cpuTime() time.Duration {
+// CPUTime is the user+system CPU time this process has used.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -207,7 +208,7 @@ func runScale(addr string, cfg ScaleConfig) (ScaleResult, error) {
 	}
 	scpu0, _ := ServerCPU(ctx, stats)
 	rt0, cmd0 := hook.RoundTrips(), hook.Commands.Load()
-	cpu0 := cpuTime()
+	cpu0 := CPUTime()
 	t0 := time.Now()
 	w.on.Store(true)
 	time.Sleep(cfg.Hold)
@@ -216,7 +217,7 @@ func runScale(addr string, cfg ScaleConfig) (ScaleResult, error) {
 	}
 	w.on.Store(false)
 	res.WindowSecs = time.Since(t0).Seconds()
-	res.ClientCPU = (cpuTime() - cpu0).Seconds()
+	res.ClientCPU = (CPUTime() - cpu0).Seconds()
 	res.RoundTrips = hook.RoundTrips() - rt0
 	res.Commands = hook.Commands.Load() - cmd0
 	cs1, err := ReadCommandStats(ctx, stats)

@@ -247,13 +247,13 @@ func startCPU(addr string) *cpuMeter {
 	m.srv0, _ = ServerCPU(ctx, m.stats)
 	m.calls0, _ = ReadCommandStats(ctx, m.stats)
 	m.usec0, _ = ReadCommandUsec(ctx, m.stats)
-	m.cli0 = cpuTime()
+	m.cli0 = CPUTime()
 	return m
 }
 
 // perOp returns µs of server and client CPU per op since the start.
 func (m *cpuMeter) perOp(ops int64) (server, client float64) {
-	cli := cpuTime() - m.cli0
+	cli := CPUTime() - m.cli0
 	srv, err := ServerCPU(context.Background(), m.stats)
 	if ops == 0 || err != nil {
 		return 0, 0

@@ -111,7 +111,7 @@ func ContendPermitsN(lk Locker, g *Guard, key string, workers int, hold time.Dur
 }
 
 func contendPermits(ctx context.Context, lk Locker, g *Guard, key string, workers int, hold time.Duration, capacity int, more func() bool) PermitsResult {
-	cpu0 := cpuTime()
+	cpu0 := CPUTime()
 	counts := make([]int64, workers)
 	waits := make([][]int64, workers)
 	var errs, holdNs atomic.Int64
@@ -145,7 +145,7 @@ func contendPermits(ctx context.Context, lk Locker, g *Guard, key string, worker
 		})
 	}
 	wg.Wait()
-	return PermitsResult{Counts: counts, Errors: errs.Load(), HoldNs: holdNs.Load(), WaitsUs: slices.Concat(waits...), CPUNs: int64(cpuTime() - cpu0)}
+	return PermitsResult{Counts: counts, Errors: errs.Load(), HoldNs: holdNs.Load(), WaitsUs: slices.Concat(waits...), CPUNs: int64(CPUTime() - cpu0)}
 }
 
 // Waits returns the waits of r as durations.
@@ -177,7 +177,7 @@ func startShares(addr string) *cpuShares {
 	s.srvOK = err == nil
 	s.calls0, _ = ReadCommandStats(context.Background(), s.stats)
 	s.usec0, _ = ReadCommandUsec(context.Background(), s.stats)
-	s.cli0 = cpuTime()
+	s.cli0 = CPUTime()
 	s.busy0, s.steal0, s.machineOK = machineCPU()
 	s.t0 = time.Now()
 	return s
@@ -191,7 +191,7 @@ func (s *cpuShares) stop(res *Result, workers time.Duration) {
 	r := &res.Sem
 	el := time.Since(s.t0)
 	srv, err := ServerCPU(context.Background(), s.stats)
-	cli := cpuTime() - s.cli0 + workers
+	cli := CPUTime() - s.cli0 + workers
 	busy, steal, machineOK := machineCPU()
 	calls, err1 := ReadCommandStats(context.Background(), s.stats)
 	usec, err2 := ReadCommandUsec(context.Background(), s.stats)

@@ -286,29 +286,39 @@ type Proc struct {
 	mode  string
 }
 
-// StartWorker re-executes this binary as a worker and waits for its
-// "ready" line.
-func StartWorker(spec WorkerSpec) (*Proc, error) {
+// Reexec starts this binary again with the environment variable env set
+// to spec as JSON (the child's main, or TestMain, looks for it first
+// thing), its stderr this process's, and returns it with pipes to its
+// stdin and from its stdout.
+func Reexec(env string, spec any) (cmd *exec.Cmd, stdin io.WriteCloser, stdout io.ReadCloser, err error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	b, err := json.Marshal(spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), WorkerEnv+"="+string(b))
+	cmd = exec.Command(exe)
+	cmd.Env = append(os.Environ(), env+"="+string(b))
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
+	if stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, nil, nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
+	if stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, err
+	}
+	return cmd, stdin, stdout, nil
+}
+
+// StartWorker re-executes this binary as a worker and waits for its
+// "ready" line.
+func StartWorker(spec WorkerSpec) (*Proc, error) {
+	cmd, stdin, stdout, err := Reexec(WorkerEnv, spec)
+	if err != nil {
 		return nil, err
 	}
 	p := &Proc{cmd: cmd, stdin: stdin, lines: make(chan string, 64), mode: spec.Mode}
