@@ -20,8 +20,7 @@ import (
 // per keep-alive round: clientv3's KeepAliveOnce).
 func leaseCountingClient(t *testing.T, grants, keepAlives *atomic.Int64, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cfg := etcdtest.ClientConfig(endpoints...)
-	cfg.DialOptions = append(cfg.DialOptions,
+	return dialWith(t, endpoints,
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			if strings.HasSuffix(method, "/LeaseGrant") {
 				grants.Add(1)
@@ -34,12 +33,6 @@ func leaseCountingClient(t *testing.T, grants, keepAlives *atomic.Int64, endpoin
 			}
 			return streamer(ctx, desc, cc, method, opts...)
 		}))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
 }
 
 // TestEtcdOneLeaseForManyLocks: a Client holding a thousand locks, renewed

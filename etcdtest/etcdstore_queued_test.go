@@ -2,6 +2,7 @@ package etcdtest_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,14 +18,21 @@ import (
 // store reads and writes.
 func countingClient(t *testing.T, n *atomic.Int64, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cfg := etcdtest.ClientConfig(endpoints...)
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(
+	return dialWith(t, endpoints, grpc.WithChainUnaryInterceptor(
 		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			if len(method) > len("/etcdserverpb.KV/") && method[:len("/etcdserverpb.KV/")] == "/etcdserverpb.KV/" {
+			if strings.HasPrefix(method, "/etcdserverpb.KV/") {
 				n.Add(1)
 			}
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}))
+}
+
+// dialWith returns a client of endpoints with the dial options opts,
+// closed when the test ends.
+func dialWith(t *testing.T, endpoints []string, opts ...grpc.DialOption) *clientv3.Client {
+	t.Helper()
+	cfg := etcdtest.ClientConfig(endpoints...)
+	cfg.DialOptions = append(cfg.DialOptions, opts...)
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatal(err)

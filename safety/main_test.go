@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/etcdtest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -53,29 +54,14 @@ func TestMain(m *testing.M) {
 	// not distlock's. The client processes, which run distlock, are
 	// checked without exception.
 	//
-	// The etcd members of TestChaosEtcd run in this process, and etcd's
-	// Close can leave a peer-server connection goroutine behind for up to
-	// rafthttp's 5 s read timeout (see etcdtest's TestMain): leaks are
-	// looked for again until leakGrace has passed. A member killed in
-	// process (etcdtest's Member.Kill: HardStop, then Close) can also leave
-	// a peer-server handler blocked for good on its closed backend's read
-	// lock (seen once, seed 11: net/http's conn.serve in the peer
-	// handler's versionHandler, in baseReadTx.UnsafeRange): etcd's
-	// goroutine, not distlock's, ignored like toxiproxy's.
+	// The etcd members of TestChaosEtcd run in this process: etcdtest's
+	// FindLeaks waits out what a stopped member leaves behind for a few
+	// seconds, and ignores what a killed one leaves blocked for good.
 	code := m.Run()
 	if code == 0 {
-		deadline := time.Now().Add(leakGrace)
-		for {
-			err := goleak.Find(goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
-				goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/storage/backend.(*baseReadTx).UnsafeRange"))
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "goleak: goroutines still running %v after the tests: %v\n", leakGrace, err)
-				code = 1
-				break
-			}
+		if err := etcdtest.FindLeaks(leakGrace, goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run")); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines still running %v after the tests: %v\n", leakGrace, err)
+			code = 1
 		}
 	}
 	os.Exit(code)

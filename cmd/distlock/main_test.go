@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdtest"
 	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
-	"go.uber.org/goleak"
 )
 
 // The tests build the distlock binary once and drive it as a user would,
@@ -54,17 +54,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	if code == 0 {
-		deadline := time.Now().Add(leakGrace)
-		for {
-			err := goleak.Find() // retries for about a second itself
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "goleak: goroutines still running %v after the tests: %v\n", leakGrace, err)
-				code = 1
-				break
-			}
+		if err := etcdtest.FindLeaks(leakGrace); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines still running %v after the tests: %v\n", leakGrace, err)
+			code = 1
 		}
 	}
 	os.Exit(code)
