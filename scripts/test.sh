@@ -37,7 +37,7 @@
 #      client processes renew leases under injected faults and must not
 #      be starved of CPU by the rest of the suite.
 #
-# About 6.5 to 7.5 minutes in all with a warm build cache, several more
+# About 9.5 to 10.5 minutes in all with a warm build cache, several more
 # with a cold one, on a 2-core machine (see README.md, "Development").
 set -euo pipefail
 cd "$(dirname "$0")/.."
