@@ -102,7 +102,8 @@ func (s *Store) confirmed(owner string, seq uint64) {
 // (store.Notice). It watches only what can let it in: the key just before
 // it (a writer, a fair mutex, an election), the last writer before it (a
 // reader), or every delete of the semaphore's keys; and its own key, whose
-// end ends it. A watch that fails (compaction, a member lost) is made
+// end it tells the Watches too (a Notice with Gone: the waiter queues again
+// at once). A watch that fails (compaction, a member lost) is made
 // again after a fresh read.
 func (s *Store) follow(p *place, token uint64) {
 	s.mu.Lock()
@@ -125,7 +126,8 @@ func (s *Store) follow(p *place, token uint64) {
 			}
 			i := find(cs, p.owner)
 			if i < 0 || cs[i].token() != token {
-				return // gone: the engine's next refresh says so
+				s.notify(p, store.Notice{Grantee: store.GranteeID(p.owner), Gone: true})
+				return
 			}
 			if admitted(cs, i, capacityOf(cs, p.capacity)) {
 				s.granted(p, cs[i])
@@ -196,6 +198,13 @@ func (s *Store) granted(p *place, c contender) {
 	s.mu.Lock()
 	p.held = c.kv
 	n := store.Notice{Grantee: store.GranteeID(p.owner), Token: c.token(), Seq: p.seq, Lease: min(p.lease, p.queue)}
+	s.mu.Unlock()
+	s.notify(p, n)
+}
+
+// notify hands n, a notice of the place p, to the Watches of p's lock.
+func (s *Store) notify(p *place, n store.Notice) {
+	s.mu.Lock()
 	ws := make([]*waker, 0, len(s.wakers[p.name]))
 	for w := range s.wakers[p.name] {
 		ws = append(ws, w)

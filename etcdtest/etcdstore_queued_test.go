@@ -2,6 +2,7 @@ package etcdtest_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -298,57 +299,70 @@ func TestEtcdWaiterSurvivesLostConnections(t *testing.T) {
 // TestEtcdWaiterKeyVanished: the key of a waiting place is deleted behind
 // the store's back (as an expiry or an operator would): the waiter does
 // not wait on it forever, but takes a new place, at the back, and gets the
-// lock when the holder releases it.
+// lock when the holder releases it. It does so at once, told by the watch
+// of its own key: with a lease and queue timeout of 10 minutes, its next
+// refresh would come minutes after the test's deadline. With the defaults
+// too.
 func TestEtcdWaiterKeyVanished(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	cli := c.Client(t)
-	holder, waiter := lockClient(t, cli), lockClient(t, c.Client(t))
-	closeAtEnd(t, holder, waiter)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	m := func(c *distlock.Client) *distlock.Mutex { return c.FairMutex("vanish") }
-	l, err := m(holder).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := m(waiter).Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
-	waitQueued(t, ctx, fairQueued(m(holder)), 1)
-	dir := "distlock/lock/{vanish}/"
-	resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	if err != nil || len(resp.Kvs) != 2 {
-		t.Fatalf("the lock's keys: %v %v", resp, err)
-	}
-	place := resp.Kvs[1]
-	if _, err := cli.Delete(ctx, string(place.Key)); err != nil {
-		t.Fatal(err)
-	}
-	// A new place, under another key.
-	for {
-		resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.Kvs) == 2 && string(resp.Kvs[0].Key) != string(place.Key) && string(resp.Kvs[1].Key) != string(place.Key) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no new place after the waiter's key was deleted: %v", resp.Kvs)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Errorf("the waiter: %v", err)
+	for _, tc := range []struct {
+		name string
+		opts []distlock.MutexOption
+	}{
+		{"defaults", nil},
+		{"no refresh before the deadline", []distlock.MutexOption{distlock.WithTTL(10 * time.Minute), distlock.WithQueueTimeout(10 * time.Minute)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := c.Client(t)
+			holder, waiter := lockClient(t, cli), lockClient(t, c.Client(t))
+			closeAtEnd(t, holder, waiter)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			name := "vanish-" + strconv.Itoa(len(tc.opts))
+			m := func(c *distlock.Client) *distlock.Mutex { return c.FairMutex(name, tc.opts...) }
+			l, err := m(holder).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				l, err := m(waiter).Lock(ctx)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			waitQueued(t, ctx, fairQueued(m(holder)), 1)
+			dir := "distlock/lock/{" + name + "}/"
+			resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+			if err != nil || len(resp.Kvs) != 2 {
+				t.Fatalf("the lock's keys: %v %v", resp, err)
+			}
+			place := resp.Kvs[1]
+			// Watch for the new place from the delete on.
+			del, err := cli.Delete(ctx, string(place.Key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wch := cli.Watch(ctx, dir, clientv3.WithPrefix(), clientv3.WithRev(del.Header.Revision+1), clientv3.WithFilterDelete())
+			select {
+			case resp := <-wch:
+				if err := resp.Err(); err != nil || len(resp.Events) == 0 {
+					t.Fatalf("watching for a new place: %v", err)
+				}
+				if k := string(resp.Events[0].Kv.Key); k == string(place.Key) || resp.Events[0].Kv.CreateRevision <= del.Header.Revision {
+					t.Fatalf("after the delete, %s was put (created at %d), not a new place", k, resp.Events[0].Kv.CreateRevision)
+				}
+			case <-ctx.Done():
+				t.Fatal("no new place after the waiter's key was deleted")
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Errorf("the waiter: %v", err)
+			}
+		})
 	}
 }
 

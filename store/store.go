@@ -46,7 +46,10 @@ import (
 // applied request and a Lease such that the lock expires no earlier than
 // Lease after that request was applied (min(r.Lease, r.Queue)); the Client
 // renews a granted lease to r.Lease at its first renewal. A grant is told
-// to the grantee's Watch as a Notice, and to its next refresh.
+// to the grantee's Watch as a Notice, and to its next refresh. A store that
+// sees a place go (it expired, or was deleted) may tell its Watch too (a
+// Notice with Gone): the Client then queues its waiter again at once,
+// rather than at the place's next refresh.
 type Store interface {
 	// Acquire makes one attempt to take the lock for r.Owner, or to add
 	// hold r.Hold to it if r.Owner holds it already. It is idempotent:
@@ -116,7 +119,7 @@ type Store interface {
 	// Watch delivers the notices of the named lock that concern this
 	// process to wake, until the returned stop is called: for a plain
 	// kind, releases (a zero Notice); for a queued kind, grants to owners
-	// of this Store. It returns once notices are flowing, so one sent
+	// of this Store, and the end of their places if the store sees it. It returns once notices are flowing, so one sent
 	// after Watch returns is never missed. wake gets a zero Notice when
 	// notices may have been lost (a reconnection). Releases made through
 	// this Store itself are not delivered (the Client hands those over
@@ -219,12 +222,15 @@ func (k Kind) String() string {
 // secret and never sent), the fencing token, the Seq of the grantee's last
 // request that the store applied before the grant, and a Lease: the
 // granted lock expires no earlier than Lease after the store applied
-// request Seq (it bounds the lease from below).
+// request Seq (it bounds the lease from below). A Notice with Gone says
+// instead that the grantee's place is gone without a grant: its next
+// refresh would fail with ErrNotHeld.
 type Notice struct {
 	Grantee string
 	Token   uint64
 	Seq     uint64
 	Lease   time.Duration
+	Gone    bool
 }
 
 // GranteeID is how a Notice names the owner of a grant: the hex SHA-1 of

@@ -46,7 +46,8 @@ import (
 const never = time.Duration(math.MaxInt64)
 
 // errEvicted ends a place that the store no longer has: it expired (the
-// waiter was paused or cut off for longer than the queue timeout).
+// waiter was paused or cut off for longer than the queue timeout), or was
+// deleted.
 var errEvicted = errors.New("the place in the queue expired")
 
 // errLateGrant ends a place whose grant came too late to be of use: the
@@ -151,6 +152,17 @@ func (r *renewer) settlePlace(h *Hold, seq uint64, sent time.Duration, g Grant, 
 		h.schedule()
 		heap.Fix(&r.holds, h.index)
 		r.arm(h.next)
+	}
+}
+
+// evict ends the place of h, which the store says is gone, as its next
+// refresh would have: with errEvicted. A place granted meanwhile is left
+// alone (its renewals will tell whether the lock is still held).
+func (r *renewer) evict(h *Hold) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h.placed {
+		r.endLocked(h, errEvicted)
 	}
 }
 

@@ -201,12 +201,17 @@ func (e *Engine) unplace(h *Hold) {
 }
 
 // deliver hands a grant pushed by the backend to the place it names, if it
-// is one of this engine's.
+// is one of this engine's, or ends that place if the notice says it is
+// gone (its waiter queues again at once).
 func (e *Engine) deliver(n Notice) {
 	e.mu.Lock()
 	h := e.places[n.Grantee]
 	e.mu.Unlock()
-	if h != nil {
+	switch {
+	case h == nil:
+	case n.Gone:
+		e.renew.evict(h)
+	default:
 		e.renew.grant(h, n.Token, n.Seq, n.Lease, false)
 	}
 }

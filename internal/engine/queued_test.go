@@ -453,6 +453,44 @@ func TestEvictedPlaceQueuesAgain(t *testing.T) {
 	})
 }
 
+// A place whose end the store tells (a Notice with Gone) queues again at
+// once, with no refresh: the old owner is abandoned, and a new place
+// takes its turn. A Gone notice for an owner granted meanwhile changes
+// nothing.
+func TestGonePlaceQueuesAgainAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, e := fairEngine(t)
+		got := lockAsync(e, context.Background(), fairSpec)
+		synctest.Wait()
+		start := time.Now()
+		f.mu.Lock()
+		first := f.queue[0]
+		f.drop(first) // deleted, or its lease expired
+		f.mu.Unlock()
+		f.tell([]Notice{{Grantee: GranteeID(first), Gone: true}})
+		synctest.Wait()
+		holder, queue := f.state()
+		f.mu.Lock()
+		abandoned := f.abandoned[first]
+		f.mu.Unlock()
+		if !abandoned || len(queue) != 1 || queue[0] == first || holder != "other" || time.Since(start) != 0 {
+			t.Fatalf("after a Gone notice: abandoned %v, queue %v, holder %q, %v later; want the old owner abandoned and a new place at once (no time passes on this clock but for a refresh)",
+				abandoned, queue, holder, time.Since(start))
+		}
+		f.release("other")
+		l := <-got
+		if l == nil {
+			t.Fatal("not acquired")
+		}
+		f.tell([]Notice{{Grantee: GranteeID(queue[0]), Gone: true}}) // too late: it holds
+		synctest.Wait()
+		if l.Context().Err() != nil {
+			t.Fatalf("a Gone notice ended a held lease: %v", context.Cause(l.Context()))
+		}
+		l.Unlock(context.Background())
+	})
+}
+
 // A grant whose notice is lost is found by the next refresh.
 func TestMissedGrantFoundByRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
