@@ -27,16 +27,25 @@ func (s *Store) Acquire(ctx context.Context, r store.Request) (store.Grant, erro
 		return s.reenter(ctx, r)
 	}
 	a := acquisition{s: s, r: r, start: time.Now(), letter: letters[r.Kind], dir: s.lockDir(r.Name),
-		key: s.ownKey(r.Name, r.Kind, r.Owner), mark: s.markKey(r.Owner, r.Name), h: s.newHolding(r),
+		key: s.bindKey(r.Name, r.Kind, r.Owner), mark: s.markKey(r.Owner, r.Name), h: s.newHolding(r),
 		hold: s.class(leaseTTL(r.Lease))}
 	for {
 		g, err := a.run(ctx)
+		if err == nil && !g.Acquired && !g.Queued || refused(err) {
+			// Nothing taken, nothing left: the owner is done with.
+			s.unbind(r.Owner, r.Name)
+		}
 		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return g, err
 		}
 		// The store's lease expired (this process was cut off or paused
 		// for a whole TTL): nothing was put; another one is granted.
 	}
+}
+
+// refused reports whether err refuses a request that wrote nothing.
+func refused(err error) bool {
+	return errors.Is(err, store.ErrWrongKind) || errors.Is(err, store.ErrInvalidOption) || errors.Is(err, store.ErrDeadlock)
 }
 
 // An acquisition is one Acquire of a new owner.

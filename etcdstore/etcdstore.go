@@ -60,6 +60,7 @@ type Store struct {
 	classes map[int64]*classLease          // by TTL: the leases of the store's keys
 	marks   map[int64]*markLease           // by TTL: the leases of abandonment marks
 	owned   map[string]owned               // by owner: its holders' keys, as it last wrote them
+	slots   slots                          // the names of its owners' keys
 }
 
 // New returns a store on cli. It does not contact etcd until it is used,
@@ -77,7 +78,8 @@ func New(cli *clientv3.Client, opts ...Option) *Store {
 	host, _ := os.Hostname()
 	s := &Store{cli: cli, prefix: cfg.prefix, err: cfg.err, host: host, pid: os.Getpid(),
 		places: map[string]*place{}, wakers: map[string]map[*waker]struct{}{},
-		classes: map[int64]*classLease{}, marks: map[int64]*markLease{}, owned: map[string]owned{}}
+		classes: map[int64]*classLease{}, marks: map[int64]*markLease{}, owned: map[string]owned{},
+		slots: newSlots()}
 	s.watches, s.endWatches = context.WithCancel(context.Background())
 	return s
 }

@@ -9,8 +9,9 @@ import (
 // Keys. P is the store's prefix (DefaultPrefix by default). A lock name
 // cannot contain braces, so {name} delimits it exactly.
 //
-//	P lock/{name}/<t>/<owner>   one key per acquisition: the owner's hold,
-//	                            or its place in the queue (t: the kind)
+//	P lock/{name}/<t>/<id>.<n>  one key per acquisition: the owner's hold,
+//	                            or its place in the queue (t: the kind; id
+//	                            the store's, n a slot of it: slots.go)
 //	P mark/<owner>/<name>       the abandonment mark of an owner
 //	P revoked/<grantee>/<name>  a revocation notice (revoked.go)
 //	P done/<name>               a Once record (once.go)
@@ -47,11 +48,6 @@ func (s *Store) lockDir(name string) string { return s.lockRoot() + "{" + name +
 // kindDir is the directory of the keys of kind in the lock name.
 func (s *Store) kindDir(name string, kind store.Kind) string {
 	return s.lockDir(name) + string(letters[kind]) + "/"
-}
-
-// ownKey is the key of owner in the lock name.
-func (s *Store) ownKey(name string, kind store.Kind, owner string) string {
-	return s.kindDir(name, kind) + owner
 }
 
 func (s *Store) markKey(owner, name string) string { return s.prefix + "mark/" + owner + "/" + name }

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock/store"
@@ -150,7 +151,8 @@ func before(cs []contender, i int) []watched {
 	switch c := cs[i]; {
 	case c.letter == 's':
 		// Any release lets permits free.
-		dir := string(c.kv.Key[:len(c.kv.Key)-len(c.Owner)])
+		key := string(c.kv.Key)
+		dir := key[:strings.LastIndexByte(key, '/')+1]
 		return []watched{{dir, []clientv3.OpOption{clientv3.WithPrefix(), deletes}}}
 	case c.letter == 'w' && !c.writes():
 		// A reader waits for the last writer before it to leave, or to

@@ -25,7 +25,7 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 			return store.NotOwner, backendErr(err)
 		}
 		if resp.Succeeded {
-			s.forget(r.Owner)
+			s.forget(r.Owner, r.Name)
 			return store.Freed, nil
 		}
 	}
@@ -36,7 +36,7 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 			return store.NotOwner, err
 		}
 		if kv == nil {
-			s.forget(r.Owner)
+			s.forget(r.Owner, r.Name)
 			return store.NotOwner, nil
 		}
 		if r.Hold != 0 {
@@ -64,7 +64,7 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 			return store.NotOwner, err
 		}
 		if ok {
-			s.forget(r.Owner)
+			s.forget(r.Owner, r.Name)
 			return store.Freed, nil
 		}
 	}
@@ -72,22 +72,26 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 
 // Abandon implements store.Store: in one transaction, it marks the owner,
 // so that its later acquisitions are refused for r.Lease (the mark's
-// lease is never kept alive), and deletes its key, whatever it holds.
+// lease is never kept alive), and deletes its key, whatever it holds. It
+// deletes the key only where it marks the owner for the first time: an
+// owner once marked has no key and can make none, and a copy of an
+// Abandon that lands after another never deletes the key of the owner the
+// name went to since (slots.go).
 func (s *Store) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	lease, err := s.markLeaseFor(ctx, r.Lease)
 	if err != nil {
 		return false, err
 	}
-	dir, key := s.lockDir(r.Name), s.ownKey(r.Name, r.Kind, r.Owner)
-	resp, err := s.cli.Txn(ctx).Then(
-		clientv3.OpPut(s.markKey(r.Owner, r.Name), "", clientv3.WithLease(lease)),
-		rangeOp(dir),
-		clientv3.OpDelete(key),
-	).Commit()
+	dir, key, mark := s.lockDir(r.Name), s.ownKey(r.Name, r.Kind, r.Owner), s.markKey(r.Owner, r.Name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(mark), "=", 0)).
+		Then(clientv3.OpPut(mark, "", clientv3.WithLease(lease)), rangeOp(dir), clientv3.OpDelete(key)).
+		Else(clientv3.OpPut(mark, "", clientv3.WithLease(lease)), rangeOp(dir)).
+		Commit()
 	if err != nil {
 		return false, backendErr(err)
 	}
-	s.forget(r.Owner)
+	s.forget(r.Owner, r.Name)
 	cs := contenders(dir, resp.Responses[1].GetResponseRange().Kvs)
 	i := find(cs, r.Owner)
 	return i >= 0 && admitted(cs, i, capacityOf(cs, 0)), nil
@@ -130,9 +134,10 @@ func (s *Store) lastHold(r store.Request) (int64, bool) {
 	return o.mr, true
 }
 
-// forget stops tracking the key of owner: its place, and what the store
-// knew of it.
-func (s *Store) forget(owner string) {
+// forget stops tracking the key of owner in the lock name, which is gone
+// for good: its place, what the store knew of it, and its slot.
+func (s *Store) forget(owner, name string) {
 	s.dropPlace(owner, nil)
 	s.unown(owner)
+	s.unbind(owner, name)
 }

@@ -139,8 +139,8 @@ func etcdAcquireTxn(r *pb.TxnRequest) (name, owner string, ok bool) {
 }
 
 // etcdLockName returns the lock name of a key of a lock,
-// <prefix>lock/{<name>}/<kind>/<owner> (one key per owner: its hold or its
-// place; a name cannot hold braces).
+// <prefix>lock/{<name>}/<kind>/<store id>.<slot> (one key per owner at a
+// time: its hold or its place; a name cannot hold braces).
 func etcdLockName(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, etcdPrefix+"lock/{")
 	if !ok {

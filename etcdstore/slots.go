@@ -1,0 +1,108 @@
+package etcdstore
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+
+	"github.com/distlock/distlock/store"
+)
+
+// Key names come back. An owner's key is named after a slot of the store
+// on the lock (the store's random id and the smallest number that none of
+// its live owners on that lock has), not after the owner: the next
+// acquisition of the lock by the same process takes the name again.
+//
+// Why: etcd's index keeps every key name ever made until the cluster is
+// compacted (never, by default), and every range over a lock's
+// directory (the compare of an acquisition, a waiter's read) visits each
+// name it kept, deleted or not. Had each acquisition a new name, the cost
+// of taking a lock would grow with the number of times it was taken since
+// the last compaction; with slots, it stays with the number of owners that
+// contend for it at once.
+//
+// What makes a name safe to give again is what makes every request of an
+// owner harmless once the owner has gone: a put of the owner compares its
+// abandonment mark (and its key's absence, or the lock's), a renewal or a
+// release compares the key's mod revision, and Abandon deletes the key only
+// when it marks the owner for the first time. A slot is given again only
+// once the store knows its owner has no key and can make none: its last
+// release freed the lock or found nothing, its abandonment was confirmed,
+// or its acquisition took nothing and left nothing.
+
+// A slotOf names the slot of one owner on one lock (an owner of a
+// multi-lock has one on each).
+type slotOf struct{ owner, name string }
+
+// slots are the slots of a store's owners.
+type slots struct {
+	id    string                      // the store's: 64 random bits, in hex
+	inUse map[string]map[int]struct{} // by lock name
+	of    map[slotOf]int
+}
+
+func newSlots() slots {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return slots{id: hex.EncodeToString(b[:]), inUse: map[string]map[int]struct{}{}, of: map[slotOf]int{}}
+}
+
+// slotKey is the key of slot n of the store in the lock name, for kind.
+func (s *Store) slotKey(name string, kind store.Kind, n int) string {
+	return s.kindDir(name, kind) + s.slots.id + "." + strconv.Itoa(n)
+}
+
+// bindKey returns the key of owner in the lock name, giving it a slot if
+// it has none.
+func (s *Store) bindKey(name string, kind store.Kind, owner string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := slotOf{owner, name}
+	n, ok := s.slots.of[at]
+	if !ok {
+		used := s.slots.inUse[name]
+		if used == nil {
+			used = map[int]struct{}{}
+			s.slots.inUse[name] = used
+		}
+		for {
+			if _, taken := used[n]; !taken {
+				break
+			}
+			n++
+		}
+		used[n] = struct{}{}
+		s.slots.of[at] = n
+	}
+	return s.slotKey(name, kind, n)
+}
+
+// ownKey returns the key of owner in the lock name: its slot's, or, if it
+// has none (it never acquired, or is known gone), a key that no store
+// makes.
+func (s *Store) ownKey(name string, kind store.Kind, owner string) string {
+	s.mu.Lock()
+	n, ok := s.slots.of[slotOf{owner, name}]
+	s.mu.Unlock()
+	if !ok {
+		return s.kindDir(name, kind) + "-"
+	}
+	return s.slotKey(name, kind, n)
+}
+
+// unbind gives the slot of owner in the lock name back: the owner has no
+// key there, and can make none.
+func (s *Store) unbind(owner, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := slotOf{owner, name}
+	n, ok := s.slots.of[at]
+	if !ok {
+		return
+	}
+	delete(s.slots.of, at)
+	delete(s.slots.inUse[name], n)
+	if len(s.slots.inUse[name]) == 0 {
+		delete(s.slots.inUse, name)
+	}
+}
