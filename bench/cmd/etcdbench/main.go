@@ -68,7 +68,15 @@ func main() {
 	out := flag.String("out", "", "markdown file to write the report into (between <!-- etcdbench:begin/end --> markers)")
 	pin := flag.Bool("pin", true, "pin the server process to the last CPU and this process to the others")
 	timeout := flag.Duration("timeout", 40*time.Minute, "hard limit for the whole invocation")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the clients (this process, not the server's) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		stop, err := harness.StartCPUProfile(*cpuProfile)
+		if err != nil {
+			fatal(err)
+		}
+		defer stop()
+	}
 
 	c.libs = []string{etcdbench.Concurrency}
 	for _, l := range strings.Split(*libsFlag, ",") {
@@ -218,11 +226,19 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 				if sc == "b" {
 					g = c.parallel
 				}
+				scpu, ccpu, t0 := srv.CPU(), harness.CPUTime(), time.Now()
 				v, err := etcdbench.Uncontended(ls[0], p+sc+"/", g, c.duration)
+				pairs := v * time.Since(t0).Seconds()
+				scpu, ccpu = srv.CPU()-scpu, harness.CPUTime()-ccpu
 				closeAll(ls)
 				check(err, sc, lib)
 				r.Add(sc, lib, "ops", v)
-				logf("%s %s run %d %-16s %8.0f pairs/s", tag, sc, run+1, lib, v)
+				// CPU per pair, in µs: the server's, and this process's
+				// (the clients', with the harness's small share).
+				r.Add(sc, lib, "scpu", float64(scpu.Microseconds())/pairs)
+				r.Add(sc, lib, "ccpu", float64(ccpu.Microseconds())/pairs)
+				logf("%s %s run %d %-16s %8.0f pairs/s, CPU per pair: server %.0f µs, client %.0f µs", tag, sc, run+1, lib, v,
+					float64(scpu.Microseconds())/pairs, float64(ccpu.Microseconds())/pairs)
 			}
 			if has(scenarios, "c") {
 				ls := lockers(r, lib, srv, c.clients)
@@ -331,6 +347,10 @@ func reportRates(w func(string, ...any), c config, members int, scenarios []stri
 		}
 		line("(a) 1 goroutine, a new key per pair: pairs/s, ÷ concurrency", "a", "ops", etcdbench.Num, true)
 		line(fmt.Sprintf("(b) %d goroutines, a key each: pairs/s, ÷ concurrency", c.parallel), "b", "ops", etcdbench.Num, true)
+		line("(a) CPU per pair, server: µs, ÷ concurrency", "a", "scpu", etcdbench.Num, true)
+		line("(a) CPU per pair, clients: µs, ÷ concurrency", "a", "ccpu", etcdbench.Num, true)
+		line("(b) CPU per pair, server: µs, ÷ concurrency", "b", "scpu", etcdbench.Num, true)
+		line("(b) CPU per pair, clients: µs, ÷ concurrency", "b", "ccpu", etcdbench.Num, true)
 		line(fmt.Sprintf("(c) %d clients × %d goroutines on one key, hold %v: **owner changes/s**, ÷ concurrency", c.clients, c.goroutines, c.hold), "c", "changes", etcdbench.Num, true)
 		line("(c) acquisitions/s", "c", "acq", etcdbench.Num, false)
 		line("(c) **Jain** over the goroutines' acquisitions", "c", "jain", etcdbench.Fix3, false)

@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -103,14 +102,11 @@ func main() {
 	}()
 
 	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
+		stop, err := harness.StartCPUProfile(*cpuprofile)
 		if err != nil {
 			fatal(err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fatal(err)
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 
 	rep := harness.NewReport(cfg, libs, scenarios, *runs)

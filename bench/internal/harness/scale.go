@@ -3,9 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -192,15 +190,11 @@ func runScale(addr string, cfg ScaleConfig) (ScaleResult, error) {
 		return res, err
 	}
 	if cfg.CPUProfile != "" {
-		f, err := os.Create(cfg.CPUProfile)
+		stop, err := StartCPUProfile(cfg.CPUProfile)
 		if err != nil {
 			return res, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return res, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	cs0, err := ReadCommandStats(ctx, stats)
 	if err != nil {
