@@ -18,9 +18,11 @@
 //
 // # Keys
 //
-// Every acquisition is a key of its own, <prefix>lock/{name}/<t>/<owner>
-// (t: the kind), on the store's etcd lease: its value records the owner's holds and
-// who took it. The keys of one lock, in the order of their create
+// Every acquisition is a key of its own, <prefix>lock/{name}/<t>/<id>.<n>
+// (t: the kind; id the store's, n a slot of it that the store's next
+// acquisition of the lock takes again once the owner is gone), on the
+// store's etcd lease: its value records the owner's holds and who took
+// it. The keys of one lock, in the order of their create
 // revisions, are its queue, and the first of them hold it (a mutex's one
 // key; a fair mutex's or an election's first; a read-write lock's readers
 // before the first writer, or that writer; a semaphore's first keys whose
@@ -37,7 +39,8 @@
 // An owner given up by the Client (a request whose outcome is unknown) is
 // marked by <prefix>mark/<owner>/<name>, which refuses its late
 // acquisitions for store.AbandonFor of its lease, and its key is deleted
-// in the same transaction. Only its owner writes a key, always as a
+// in the same transaction (only if it was not marked yet: a late copy
+// deletes nothing). Only its owner writes a key, always as a
 // compare-and-swap on its last revision, so a late or repeated release or
 // renewal never touches another owner's hold.
 //

@@ -3,6 +3,7 @@ package etcdtest_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -10,7 +11,10 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdtest"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // keyNames returns, by lock directory, the key names ever made under
@@ -136,5 +140,97 @@ func TestEtcdKeyNamesComeBack(t *testing.T) {
 		if n := len(names[tc.dir]); n == 0 || n > tc.most {
 			t.Errorf("%s: %d key names made, want 1 to %d: %v", tc.dir, n, tc.most, names[tc.dir])
 		}
+	}
+}
+
+// TestEtcdLateAbandonSparesTheNameNextOwner: a waiter gives up (its
+// context ends), and its Client abandons it: one transaction marks the
+// owner and deletes its key. The next waiter of the same Client takes the
+// same key name. Then the abandonment's transaction arrives again, as a
+// late copy would (the very request the store sent, replayed): the owner
+// is marked already, so it deletes nothing, and the next waiter keeps its
+// place and gets the lock.
+func TestEtcdLateAbandonSparesTheNameNextOwner(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	var mu sync.Mutex
+	var abandons []*pb.TxnRequest
+	cli := dialWith(t, c.Endpoints(), grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if txn, ok := req.(*pb.TxnRequest); ok && strings.HasSuffix(method, "/Txn") {
+				for _, op := range append(txn.Success, txn.Failure...) {
+					if put := op.GetRequestPut(); put != nil && strings.HasPrefix(string(put.Key), "distlock/mark/") {
+						mu.Lock()
+						abandons = append(abandons, proto.Clone(txn).(*pb.TxnRequest))
+						mu.Unlock()
+						break
+					}
+				}
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}))
+	lc, other := lockClient(t, cli), lockClient(t, c.Client(t))
+	closeAtEnd(t, lc, other)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const name = "late-abandon"
+	dir := "distlock/lock/{" + name + "}/f/"
+	held, err := other.FairMutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The waiter's place: the key after the holder's.
+	placeKey := func() string {
+		t.Helper()
+		resp, err := cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil || len(resp.Kvs) != 2 {
+			t.Fatalf("the lock's keys: %v %v", resp, err)
+		}
+		return string(resp.Kvs[1].Key)
+	}
+	wctx, giveUp := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := lc.FairMutex(name).Lock(wctx)
+		gaveUp <- err
+	}()
+	waitQueued(t, ctx, fairQueued(other.FairMutex(name)), 1)
+	first := placeKey()
+	giveUp()
+	if err := <-gaveUp; !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("the waiter that gave up: %v", err)
+	}
+	mu.Lock()
+	late := slices.Clone(abandons)
+	mu.Unlock()
+	if len(late) == 0 {
+		t.Fatal("no abandonment was sent")
+	}
+
+	got := make(chan error, 1)
+	go func() {
+		l, err := lc.FairMutex(name).Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitQueued(t, ctx, fairQueued(other.FairMutex(name)), 1)
+	if next := placeKey(); next != first {
+		t.Fatalf("the next waiter's key is %s, not the name given up (%s): nothing to test", next, first)
+	}
+	kv := pb.NewKVClient(cli.ActiveConnection())
+	for _, txn := range late {
+		if _, err := kv.Txn(ctx, txn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if resp, err := cli.Get(ctx, first); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("after the late abandonment, the next waiter's key: %v %v", resp, err)
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("the next waiter: %v", err)
 	}
 }
