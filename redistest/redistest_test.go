@@ -360,3 +360,17 @@ func TestBinary(t *testing.T) {
 		}
 	})
 }
+
+// A closed address refuses connections, and no server can take its port
+// while the test runs.
+func TestClosedAddr(t *testing.T) {
+	addr := ClosedAddr(t)
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("a connection to the closed address %s was accepted", addr)
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("a server could listen on the closed address %s", addr)
+	}
+}

@@ -108,19 +108,9 @@ func TestBadInput(t *testing.T) {
 }
 
 // closedAddr returns the address of a loopback port that nothing listens
-// on.
-func closedAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
+// on, nor can until the test ends (another test's server started on a
+// "free" port would answer a client that expects nobody).
+func closedAddr(t testing.TB) string { return redistest.ClosedAddr(t) }
 
 // TestHelp checks --help of every command, help COMMAND and --version.
 func TestHelp(t *testing.T) {
