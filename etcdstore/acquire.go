@@ -293,7 +293,7 @@ func (s *Store) reenter(ctx context.Context, r store.Request) (store.Grant, erro
 	key := s.ownKey(r.Name, r.Kind, r.Owner)
 	s.unown(r.Owner) // its key changes: releases read it first
 	for {
-		kv, h, err := s.get(ctx, key)
+		kv, h, err := s.get(ctx, key, r.Owner)
 		if err != nil {
 			return store.Grant{}, err
 		}

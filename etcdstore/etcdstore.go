@@ -137,8 +137,9 @@ func (s *Store) newHolding(r store.Request) holding {
 	return h
 }
 
-// get reads an owner's key: nil if it does not exist.
-func (s *Store) get(ctx context.Context, key string) (*mvccpb.KeyValue, holding, error) {
+// get reads the key of owner: nil if it does not exist, or is another
+// owner's (its name went to that owner since: slots.go).
+func (s *Store) get(ctx context.Context, key, owner string) (*mvccpb.KeyValue, holding, error) {
 	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
 		return nil, holding{}, backendErr(err)
@@ -149,6 +150,9 @@ func (s *Store) get(ctx context.Context, key string) (*mvccpb.KeyValue, holding,
 	var h holding
 	if json.Unmarshal(resp.Kvs[0].Value, &h) != nil || h.Owner == "" {
 		return nil, holding{}, fmt.Errorf("%w: etcd: unreadable lock key %q", store.ErrBackend, key)
+	}
+	if h.Owner != owner {
+		return nil, holding{}, nil
 	}
 	return resp.Kvs[0], h, nil
 }

@@ -31,7 +31,7 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 	}
 	s.unown(r.Owner)
 	for {
-		kv, h, err := s.get(ctx, key)
+		kv, h, err := s.get(ctx, key, r.Owner)
 		if err != nil {
 			return store.NotOwner, err
 		}
@@ -82,7 +82,7 @@ func (s *Store) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	dir, key, mark := s.lockDir(r.Name), s.ownKey(r.Name, r.Kind, r.Owner), s.markKey(r.Owner, r.Name)
+	dir, key, mark := s.lockDir(r.Name), s.abandonKey(r.Name, r.Kind, r.Owner), s.markKey(r.Owner, r.Name)
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(mark), "=", 0)).
 		Then(clientv3.OpPut(mark, "", clientv3.WithLease(lease)), rangeOp(dir), clientv3.OpDelete(key)).
@@ -91,6 +91,7 @@ func (s *Store) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	if err != nil {
 		return false, backendErr(err)
 	}
+	s.abandoned(r.Owner, r.Name)
 	s.forget(r.Owner, r.Name)
 	cs := contenders(dir, resp.Responses[1].GetResponseRange().Kvs)
 	i := find(cs, r.Owner)

@@ -23,12 +23,17 @@ import (
 //
 // What makes a name safe to give again is what makes every request of an
 // owner harmless once the owner has gone: a put of the owner compares its
-// abandonment mark (and its key's absence, or the lock's), a renewal or a
-// release compares the key's mod revision, and Abandon deletes the key only
-// when it marks the owner for the first time. A slot is given again only
-// once the store knows its owner has no key and can make none: its last
-// release freed the lock or found nothing, its abandonment was confirmed,
-// or its acquisition took nothing and left nothing.
+// abandonment mark (and its key's absence, or the lock's); every other
+// write compares the key's mod revision, after a read that found the
+// owner's own value there; and Abandon deletes the key only when it marks
+// the owner for the first time. A slot is given again only once the store
+// knows its owner has no key and can make none (its last release freed
+// the lock or found nothing, its abandonment was confirmed, or its
+// acquisition took nothing and left nothing) and no Abandon of it is on
+// its way unconfirmed (one that lands after the name went to the next
+// owner would mark the owner for the first time, and delete that key).
+// Like the refusal of late puts, this rests on no request of an owner
+// landing later than its mark lasts (store.AbandonFor of its lease).
 
 // A slotOf names the slot of one owner on one lock (an owner of a
 // multi-lock has one on each).
@@ -39,12 +44,18 @@ type slots struct {
 	id    string                      // the store's: 64 random bits, in hex
 	inUse map[string]map[int]struct{} // by lock name
 	of    map[slotOf]int
+	// abandoning: an Abandon of the owner was sent with its slot's key and
+	// not confirmed yet. Until one is, the slot stays the owner's whatever
+	// else ends it: that Abandon may still land, and delete the key of the
+	// name (it marks the owner first).
+	abandoning map[slotOf]bool
 }
 
 func newSlots() slots {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return slots{id: hex.EncodeToString(b[:]), inUse: map[string]map[int]struct{}{}, of: map[slotOf]int{}}
+	return slots{id: hex.EncodeToString(b[:]), inUse: map[string]map[int]struct{}{}, of: map[slotOf]int{},
+		abandoning: map[slotOf]bool{}}
 }
 
 // slotKey is the key of slot n of the store in the lock name, for kind.
@@ -82,22 +93,49 @@ func (s *Store) bindKey(name string, kind store.Kind, owner string) string {
 // makes.
 func (s *Store) ownKey(name string, kind store.Kind, owner string) string {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ownKeyLocked(name, kind, owner)
+}
+
+func (s *Store) ownKeyLocked(name string, kind store.Kind, owner string) string {
 	n, ok := s.slots.of[slotOf{owner, name}]
-	s.mu.Unlock()
 	if !ok {
 		return s.kindDir(name, kind) + "-"
 	}
 	return s.slotKey(name, kind, n)
 }
 
-// unbind gives the slot of owner in the lock name back: the owner has no
-// key there, and can make none.
+// abandonKey is ownKey for an Abandon about to be sent: the owner's slot,
+// if it has one, stays its own until an Abandon of it is confirmed
+// (abandoned).
+func (s *Store) abandonKey(name string, kind store.Kind, owner string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := slotOf{owner, name}
+	if _, ok := s.slots.of[at]; ok {
+		s.slots.abandoning[at] = true
+	}
+	return s.ownKeyLocked(name, kind, owner)
+}
+
+// abandoned records that an Abandon of owner in the lock name was
+// confirmed: the owner is marked, and no copy of an Abandon of it deletes
+// a key any more.
+func (s *Store) abandoned(owner, name string) {
+	s.mu.Lock()
+	delete(s.slots.abandoning, slotOf{owner, name})
+	s.mu.Unlock()
+}
+
+// unbind gives the slot of owner in the lock name back, unless an Abandon
+// of the owner is on its way: the owner has no key there, and can make
+// none.
 func (s *Store) unbind(owner, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := slotOf{owner, name}
 	n, ok := s.slots.of[at]
-	if !ok {
+	if !ok || s.slots.abandoning[at] {
 		return
 	}
 	delete(s.slots.of, at)

@@ -234,3 +234,126 @@ func TestEtcdLateAbandonSparesTheNameNextOwner(t *testing.T) {
 		t.Errorf("the next waiter: %v", err)
 	}
 }
+
+// TestEtcdUnconfirmedAbandonKeepsTheName: a TryLock gives up while its
+// acquisition is on its way (held up in the client), and every Abandon of
+// its owner fails, unconfirmed: one may still land. The acquisition then
+// comes back refused (the lock is held), so the owner took nothing; but
+// its key name must not go to the next owner of the Client while an
+// Abandon that would mark the owner first (and delete that name's key) is
+// on its way. The next owner takes another name, and the abandonment,
+// delivered late, leaves its key alone.
+func TestEtcdUnconfirmedAbandonKeepsTheName(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	const name = "unconfirmed"
+	var mu sync.Mutex
+	var (
+		holdAcquire  = make(chan struct{}) // closed: the held acquisition goes on
+		acquireHeld  = make(chan struct{}, 1)
+		acquireDone  = make(chan error, 1) // the held acquisition's outcome
+		failAbandons = true
+		abandons     []*pb.TxnRequest
+		heldOne      bool
+	)
+	cli := dialWith(t, c.Endpoints(), grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			txn, ok := req.(*pb.TxnRequest)
+			if !ok {
+				return invoker(ctx, method, req, reply, cc, opts...)
+			}
+			for _, op := range append(txn.Success, txn.Failure...) {
+				put := op.GetRequestPut()
+				switch {
+				case put != nil && strings.HasPrefix(string(put.Key), "distlock/mark/"):
+					mu.Lock()
+					fail := failAbandons
+					if fail {
+						abandons = append(abandons, proto.Clone(txn).(*pb.TxnRequest))
+					}
+					mu.Unlock()
+					if fail {
+						return errors.New("test: abandonment lost on its way")
+					}
+					return invoker(ctx, method, req, reply, cc, opts...)
+				case put != nil && strings.HasPrefix(string(put.Key), "distlock/lock/{"+name+"}/"):
+					mu.Lock()
+					first := !heldOne
+					heldOne = true
+					mu.Unlock()
+					if first { // the first acquisition only
+						acquireHeld <- struct{}{}
+						<-holdAcquire
+						err := invoker(ctx, method, req, reply, cc, opts...)
+						if err == nil && reply.(*pb.TxnResponse).Succeeded {
+							err = errors.New("the held acquisition took the lock")
+						}
+						acquireDone <- err
+						return err
+					}
+					return invoker(ctx, method, req, reply, cc, opts...)
+				}
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}))
+	lc, other := lockClient(t, cli), lockClient(t, c.Client(t))
+	closeAtEnd(t, lc, other)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	held, err := other.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx, tcancel := context.WithCancel(ctx)
+	tried := make(chan error, 1)
+	go func() {
+		_, err := lc.Mutex(name).TryLock(tctx)
+		tried <- err
+	}()
+	<-acquireHeld
+	tcancel() // the TryLock gives up; its owner is abandoned, unconfirmed
+	if err := <-tried; !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryLock given up: %v", err)
+	}
+	close(holdAcquire) // the acquisition arrives, and is refused: the lock is held
+	if err := <-acquireDone; err != nil {
+		t.Fatalf("the held acquisition: %v", err)
+	}
+	mu.Lock()
+	n := len(abandons)
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("no abandonment was sent")
+	}
+	first, err := cli.Get(ctx, "distlock/lock/{"+name+"}/m/", clientv3.WithPrefix())
+	if err != nil || len(first.Kvs) != 1 {
+		t.Fatalf("the lock's keys: %v %v", first, err)
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := lc.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The held abandonments land now, through another connection (the
+	// Client's own still fail theirs).
+	mu.Lock()
+	late := slices.Clone(abandons)
+	mu.Unlock()
+	kv := pb.NewKVClient(c.Client(t).ActiveConnection())
+	for _, txn := range late[:1] {
+		if _, err := kv.Txn(ctx, txn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := cli.Get(ctx, "distlock/lock/{"+name+"}/m/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 || int64(next.Token()) != resp.Kvs[0].CreateRevision {
+		t.Fatalf("after the late abandonment, the lock's keys: %v %v; want the next owner's (token %d)", resp, err, next.Token())
+	}
+	mu.Lock()
+	failAbandons = false
+	mu.Unlock()
+	if err := next.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
