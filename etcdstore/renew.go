@@ -198,7 +198,16 @@ func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, 
 		if err != nil {
 			return err
 		}
-		ka := s.keepAliveAsync(ctx, c, lease, start)
+		// The lease must be known to last before the key moves onto it:
+		// one last kept alive long ago may run out at any moment, taking
+		// the key with it, while the Client counts with the deadline of the
+		// lease the key is on now (a chaos run lost a lock so, its key
+		// deleted 245 ms after the grant of a 2 s lease).
+		if err := s.keepAlive(ctx, c, lease, start); errors.Is(err, errLeaseExpired) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
+		}
 		resp, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpPut(key, h.encode(), clientv3.WithLease(lease))).
@@ -217,9 +226,6 @@ func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, 
 			}
 			kv = kvs[0]
 			continue
-		}
-		if err := <-ka; err != nil {
-			return fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
 		}
 		s.dropPlace(r.Owner, nil) // a hold now: no place any more
 		s.own(r.Owner, resp.Header.Revision, h.Holds)
