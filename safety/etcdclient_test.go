@@ -55,7 +55,8 @@ func (c *chaosClient) newEtcdLocks(opts []distlock.Option) error {
 // put of a lock key if it and the owner's abandonment mark do not exist)
 // is recorded as an enq record, with the owner's placeID and the number of
 // the worker's acquisition the caller's context carries; a failed put of
-// an abandonment mark (the first step of a clean-up) as an abf record; and
+// an abandonment mark (the first step of a clean-up) as an abf record; an
+// abandonment transaction that etcd applied as an abok record; and
 // any other failed request that carries no acquisition number (renewals,
 // releases, clean-ups: the engine's own) as an rpcerr record, so that the
 // give-up check can leave out the calls whose clean-up may have failed.
@@ -76,6 +77,10 @@ func (c *chaosClient) etcdRecorder(ctx context.Context, method string, req, repl
 			c.h.write(record{K: "enq", Client: c.cfg.ID, Owner: owner, Name: name, Place: placeID(id), Script: "etcd_acquire",
 				Call: call, Ret: mono(), CallWall: callWall, Wall: wall(), Res: res, Err: errString(err)})
 			return err
+		}
+		if name, id, ok := etcdAbandonTxn(r); ok && err == nil {
+			c.h.write(record{K: "abok", Client: c.cfg.ID, Name: name, Place: placeID(id), T: mono()})
+			return nil
 		}
 	case *pb.PutRequest:
 		if id, name, ok := strings.Cut(strings.TrimPrefix(string(r.Key), etcdPrefix+"mark/"), "/"); ok && err != nil && strings.HasPrefix(string(r.Key), etcdPrefix+"mark/") {
@@ -112,6 +117,21 @@ func (w watchStream) RecvMsg(m any) error {
 		w.c.h.write(record{K: "wcomp", Client: w.c.cfg.ID, T: mono(), Token: uint64(r.CompactRevision)})
 	}
 	return err
+}
+
+// etcdAbandonTxn reads r as an abandonment transaction of etcdstore (a
+// put of an abandonment mark, <prefix>mark/<owner>/<name>, in either
+// branch) and returns the lock's name and the owner id.
+func etcdAbandonTxn(r *pb.TxnRequest) (name, owner string, ok bool) {
+	for _, op := range append(r.Success, r.Failure...) {
+		if p := op.GetRequestPut(); p != nil {
+			if rest, found := strings.CutPrefix(string(p.Key), etcdPrefix+"mark/"); found {
+				owner, name, ok = strings.Cut(rest, "/")
+				return name, owner, ok
+			}
+		}
+	}
+	return "", "", false
 }
 
 // etcdAcquireTxn reads r as an acquisition transaction of etcdstore: a
