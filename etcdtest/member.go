@@ -13,6 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/distlock/distlock/internal/porthold"
 )
 
 // A Member is one etcd member of a [Cluster]. Its name, ID, ports, data
@@ -115,7 +117,7 @@ func (m *Member) stop(hard bool) {
 	} else {
 		e.Close()
 	}
-	m.unhold = []func(){holdPort(m.clientPort), holdPort(m.peerPort)}
+	m.unhold = []func(){porthold.Hold(m.clientPort), porthold.Hold(m.peerPort)}
 }
 
 // crash stops e without coordination with the other members, then closes
@@ -158,7 +160,7 @@ func (m *Member) Restart() error {
 		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 	}
 	if err != nil {
-		m.unhold = []func(){holdPort(m.clientPort), holdPort(m.peerPort)}
+		m.unhold = []func(){porthold.Hold(m.clientPort), porthold.Hold(m.peerPort)}
 		return fmt.Errorf("etcdtest: restart %s: %w", m.name, err)
 	}
 	if !m.hasQuorum() {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/distlock/distlock/internal/porthold"
 )
 
 // stopGrace is how long Stop waits after SIGTERM before sending SIGKILL.
@@ -30,7 +32,7 @@ func (s *Server) killLocked() error {
 	if err != nil {
 		return fmt.Errorf("redistest: %w", err)
 	}
-	s.unhold = holdPort(s.port)
+	s.unhold = porthold.Hold(s.port)
 	return nil
 }
 

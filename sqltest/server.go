@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/distlock/distlock/internal/porthold"
 )
 
 const (
@@ -134,7 +136,7 @@ func (s *server) wrap(op string, err error) error {
 func (s *server) down() error {
 	s.proc, s.paused = nil, false
 	err := s.clean()
-	s.unhold = holdPort(s.port)
+	s.unhold = porthold.Hold(s.port)
 	return err
 }
 
@@ -209,7 +211,7 @@ func (s *server) restart() error {
 	s.releasePort()
 	p, err := s.startProcess()
 	if err != nil {
-		s.unhold = holdPort(s.port)
+		s.unhold = porthold.Hold(s.port)
 		return s.wrap("restart", err)
 	}
 	s.proc = p
