@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/distlock/distlock/internal/glob"
 	"github.com/distlock/distlock/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -62,7 +63,7 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 	var names []string
 	seen := map[string]bool{}
 	for _, kv := range resp.Kvs {
-		if name, ok := s.nameOf(string(kv.Key)); ok && !seen[name] && match(pattern, name) {
+		if name, ok := s.nameOf(string(kv.Key)); ok && !seen[name] && glob.Match(pattern, name) {
 			seen[name] = true
 			names = append(names, name)
 		}

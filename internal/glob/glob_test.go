@@ -1,4 +1,4 @@
-package etcdstore
+package glob
 
 import "testing"
 
@@ -26,8 +26,8 @@ func TestMatch(t *testing.T) {
 		{"jobs", "jobs", true},
 		{"jobs", "job", false},
 	} {
-		if got := match(tc.pattern, tc.name); got != tc.want {
-			t.Errorf("match(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
+		if got := Match(tc.pattern, tc.name); got != tc.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
 		}
 	}
 }

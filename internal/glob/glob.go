@@ -1,10 +1,11 @@
-package etcdstore
+// Package glob matches lock names against the patterns of List.
+package glob
 
-// match reports whether name matches the glob pattern as Redis's SCAN
+// Match reports whether name matches the glob pattern as Redis's SCAN
 // MATCH reads it (store.Lister): * any characters, / included, ? one
 // character, [abc] or [a-z] one of a class ([^abc] none of it), and \
 // escapes the next character.
-func match(pattern, name string) bool {
+func Match(pattern, name string) bool {
 	p, n := []rune(pattern), []rune(name)
 	for len(p) > 0 {
 		switch p[0] {
@@ -16,7 +17,7 @@ func match(pattern, name string) bool {
 				return true
 			}
 			for i := range len(n) + 1 {
-				if match(string(p), string(n[i:])) {
+				if Match(string(p), string(n[i:])) {
 					return true
 				}
 			}
