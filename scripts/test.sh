@@ -25,6 +25,8 @@
 #   sqltest/     the SQL harness: PostgreSQL and MariaDB servers started
 #                by the tests from Debian's binaries (installed by
 #                deps.sh), killed, paused and restarted (about 30 s)
+#   sqlstore/    the SQL store (its own module: pgx), and the conformance
+#                suite on it against PostgreSQL, listening and polling
 #
 # Three steps, each job with its own log, printed with its exit status
 # when the job ends; the script exits non-zero if any job failed:
@@ -36,7 +38,8 @@
 #   2. side by side, in three lanes: the root module's tests (about 5
 #      minutes: the library's own tests run one after another); the
 #      safety suite's tests but its chaos runs, then the command's, then
-#      the SQL harness's; the bench module's, then the etcd modules'.
+#      the SQL harness's; the bench module's, then the etcd modules',
+#      then the SQL store's.
 #   3. alone: the safety suite's chaos runs (about 3 minutes), whose
 #      client processes renew leases under injected faults and must not
 #      be starved of CPU by the rest of the suite.
@@ -117,7 +120,7 @@ gotest=(go test -race -count=1 -timeout 10m)
 # without the race detector.
 build='set -o pipefail
 rc=0
-for m in . cmd/distlock safety bench etcdstore etcdtest sqltest; do
+for m in . cmd/distlock safety bench etcdstore etcdtest sqltest sqlstore; do
 	echo "go test -race -run ^\$ ($m)"
 	(cd "$m" && go test -race -count=1 -run "^\$" ./... | sed "/\[no tests to run\]\$/d") || rc=1
 	echo "go vet -race ($m)"
@@ -140,10 +143,10 @@ echo
 # migrated slot, and failed): the root module's tests, which take the
 # longest, beside two lanes of the others, one module after another,
 # each shorter than the root's.
-echo "== step 2: the tests of . beside those of safety/ (but its chaos runs) then cmd/distlock/ then sqltest/, and of bench/ then etcdstore/ then etcdtest/"
+echo "== step 2: the tests of . beside those of safety/ (but its chaos runs) then cmd/distlock/ then sqltest/, and of bench/ then etcdstore/ then etcdtest/ then sqlstore/"
 run root . "${gotest[@]}" ./...
 run safety+cmd+sql . bash -c "rc=0; (cd safety && ${gotest[*]} -skip '$chaos' ./...) || rc=1; (cd cmd/distlock && ${gotest[*]} ./...) || rc=1; (cd sqltest && ${gotest[*]} ./...) || rc=1; exit \$rc"
-run bench+etcd . bash -c "rc=0; (cd bench && ${gotest[*]} ./...) || rc=1; (cd etcdstore && ${gotest[*]} ./...) || rc=1; (cd etcdtest && ${gotest[*]} ./...) || rc=1; exit \$rc"
+run bench+etcd+sqlstore . bash -c "rc=0; (cd bench && ${gotest[*]} ./...) || rc=1; (cd etcdstore && ${gotest[*]} ./...) || rc=1; (cd etcdtest && ${gotest[*]} ./...) || rc=1; (cd sqlstore && ${gotest[*]} ./...) || rc=1; exit \$rc"
 await
 
 echo

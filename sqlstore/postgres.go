@@ -1,0 +1,277 @@
+package sqlstore
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock/store"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed schema/postgres.sql
+var postgresSchema string
+
+// NewPostgres returns a store on a PostgreSQL database (12 or later),
+// through pool. It does not contact the database until it is used, and
+// never closes pool. A nil pool or an invalid option makes every
+// operation of a Client on the store fail with store.ErrInvalidOption.
+//
+// Each step is one transaction of two round trips on a connection of the
+// pool; waiters hear of releases and grants through LISTEN on one more
+// connection, which the store opens itself with the pool's settings
+// (WithoutNotify: it polls instead).
+func NewPostgres(pool *pgxpool.Pool, opts ...Option) *Store {
+	cfg := newConfig(opts)
+	if pool == nil && cfg.err == nil {
+		cfg.err = fmt.Errorf("%w: nil PostgreSQL pool", store.ErrInvalidOption)
+	}
+	return newStore(&postgres{pool: pool, table: cfg.table}, cfg)
+}
+
+// PostgresSchema returns the SQL that creates the store's tables on
+// PostgreSQL, with the table name that opts give (WithTable).
+func PostgresSchema(opts ...Option) (string, error) {
+	return schema(postgresSchema, newConfig(opts))
+}
+
+type postgres struct {
+	pool  *pgxpool.Pool
+	table string
+}
+
+// clockSQL reads the database's clock in µs: clock_timestamp(), the time
+// of the statement's execution, not of the transaction's start.
+const pgClock = `(extract(epoch from clock_timestamp()) * 1000000)::bigint`
+
+func (p *postgres) migrate(ctx context.Context) error {
+	var exists bool
+	err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`,
+		p.table, p.table+"_once").Scan(&exists)
+	if err != nil || exists {
+		return err
+	}
+	sql, _ := schema(postgresSchema, config{table: p.table})
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "distlock schema "+p.table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sql)
+		return err
+	})
+}
+
+func (p *postgres) begin(ctx context.Context) (transaction, error) {
+	c, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pgTx{p: p, c: c}, nil
+}
+
+type pgTx struct {
+	p *postgres
+	c *pgxpool.Conn
+}
+
+func (t *pgTx) lock(ctx context.Context, names []string) ([]*row, int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(`SELECT name, token, rev, state FROM `+t.p.table+` WHERE name = ANY($1) ORDER BY name FOR UPDATE`, names)
+	b.Queue(`SELECT ` + pgClock)
+	br := t.c.SendBatch(ctx, b)
+	rows, now, err := readLocked(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return rows, now, err
+}
+
+func readLocked(br pgx.BatchResults) ([]*row, int64, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, 0, err
+	}
+	q, err := br.Query()
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := scanRows(q)
+	if err != nil {
+		return nil, 0, err
+	}
+	var now int64
+	err = br.QueryRow().Scan(&now)
+	return rows, now, err
+}
+
+func scanRows(q pgx.Rows) ([]*row, error) {
+	defer q.Close()
+	var out []*row
+	for q.Next() {
+		var r row
+		var token, rev int64
+		var state string
+		if err := q.Scan(&r.name, &token, &rev, &state); err != nil {
+			return nil, err
+		}
+		if err := decodeState(&r, state); err != nil {
+			return nil, err
+		}
+		r.token, r.rev, r.read = uint64(token), uint64(rev), uint64(token)
+		out = append(out, &r)
+	}
+	return out, q.Err()
+}
+
+func (t *pgTx) commit(ctx context.Context, rows []*row, notices []notice) error {
+	defer t.c.Release()
+	b := &pgx.Batch{}
+	for _, r := range rows {
+		if !r.dirty() {
+			continue
+		}
+		w := r.encode()
+		b.Queue(`UPDATE `+t.p.table+` SET kind = $2, owner_id = $3, expires_at = $4, token = $5, rev = rev + 1, state = $6 WHERE name = $1`,
+			r.name, w.kind, w.owner, w.expires, int64(r.token), w.state)
+	}
+	for _, n := range notices {
+		b.Queue(`SELECT pg_notify($1, $2)`, t.p.table, n.encode())
+	}
+	b.Queue(`COMMIT`)
+	br := t.c.SendBatch(ctx, b)
+	var err error
+	for range b.Len() - 1 {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
+			err = fmt.Errorf("transaction ended with %s", tag)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (t *pgTx) rollback() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = t.c.Exec(ctx, `ROLLBACK`)
+	t.c.Release() // a connection left in a transaction is closed by the pool
+}
+
+func (p *postgres) create(ctx context.Context, names []string) error {
+	_, err := p.pool.Exec(ctx, `INSERT INTO `+p.table+` (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, names)
+	return err
+}
+
+func (p *postgres) read(ctx context.Context, names []string) ([]*row, int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT ` + pgClock)
+	b.Queue(`SELECT name, token, rev, state FROM `+p.table+` WHERE name = ANY($1)`, names)
+	br := p.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var now int64
+	if err := br.QueryRow().Scan(&now); err != nil {
+		return nil, 0, err
+	}
+	q, err := br.Query()
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := scanRows(q)
+	return rows, now, err
+}
+
+func (p *postgres) held(ctx context.Context) ([]string, error) {
+	q, err := p.pool.Query(ctx, `SELECT name FROM `+p.table+` WHERE expires_at > clock_timestamp()`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(q, pgx.RowTo[string])
+}
+
+func (p *postgres) retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// listen implements listener, on a connection of its own made with the
+// pool's settings.
+func (p *postgres) listen(ctx context.Context, up func(), got func(string)) error {
+	c, err := pgx.ConnectConfig(ctx, p.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Close(cctx)
+	}()
+	if _, err := c.Exec(ctx, `LISTEN `+pgx.Identifier{p.table}.Sanitize()); err != nil {
+		return err
+	}
+	up()
+	for {
+		n, err := c.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		got(n.Payload)
+	}
+}
+
+// decodeState reads a row's state column.
+func decodeState(r *row, state string) error {
+	r.raw = state
+	if state == "" || state == "{}" {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(state), &r.state); err != nil {
+		return fmt.Errorf("unreadable state of lock %q: %w", r.name, err)
+	}
+	return nil
+}
+
+func (t *pgTx) saveOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) error {
+	_, err := t.c.Exec(ctx, `INSERT INTO `+t.p.table+`_once (name, period, token, at, pid, host, err, keep_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp() + $8 * interval '1 microsecond')
+		ON CONFLICT (name) DO UPDATE SET period = EXCLUDED.period, token = EXCLUDED.token, at = EXCLUDED.at,
+			pid = EXCLUDED.pid, host = EXCLUDED.host, err = EXCLUDED.err, keep_until = EXCLUDED.keep_until`,
+		name, int64(rec.Period), int64(rec.Token), rec.At, rec.PID, rec.Host, rec.Err, keep.Microseconds())
+	return err
+}
+
+func (p *postgres) onceRead(ctx context.Context, name string) (int64, store.Record, bool, error) {
+	var now int64
+	var period, token *int64
+	var at *time.Time
+	var pid *int32
+	var host, text *string
+	err := p.pool.QueryRow(ctx, `SELECT `+pgClock+`, o.period, o.token, o.at, o.pid, o.host, o.err
+		FROM (SELECT 1) one LEFT JOIN `+p.table+`_once o ON o.name = $1 AND o.keep_until > clock_timestamp()`, name).
+		Scan(&now, &period, &token, &at, &pid, &host, &text)
+	if err != nil || period == nil || token == nil || at == nil || pid == nil || host == nil || text == nil {
+		return now, store.Record{}, false, err
+	}
+	return now, store.Record{Period: uint64(*period), Token: uint64(*token), At: *at, PID: int(*pid), Host: *host,
+		Err: *text}, true, nil
+}
+
+func (p *postgres) onceForget(ctx context.Context, name string) (bool, error) {
+	var live []bool
+	q, err := p.pool.Query(ctx, `DELETE FROM `+p.table+`_once WHERE name = $1 RETURNING keep_until > clock_timestamp()`, name)
+	if err == nil {
+		live, err = pgx.CollectRows(q, pgx.RowTo[bool])
+	}
+	return len(live) > 0 && live[0], err
+}

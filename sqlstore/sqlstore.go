@@ -1,0 +1,498 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/store"
+)
+
+// DefaultTable is the name of the store's table, and the prefix of its
+// other one (DefaultTable + "_once").
+const DefaultTable = "distlock_locks"
+
+// MinLease is the shortest lease, and queue timeout, a store accepts: a
+// transaction that commits to disk, behind others on the same row, takes
+// milliseconds to tens of milliseconds, and the Client renews a lease at a
+// third of its length.
+const MinLease = time.Second
+
+// DefaultPollInterval is how often a store that does not hear
+// notifications (MySQL, MariaDB, WithoutNotify) looks for changes of the
+// locks its Client waits for.
+const DefaultPollInterval = 50 * time.Millisecond
+
+// retention is how long a semaphore's capacity outlives its last use.
+const retention = 24 * time.Hour
+
+// An Option configures a store.
+type Option func(*config)
+
+type config struct {
+	table     string
+	migrate   bool
+	notify    bool
+	poll      time.Duration
+	err       error
+	txTimeout time.Duration
+}
+
+var tablePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,29}(\.[a-z_][a-z0-9_]{0,29})?$`)
+
+// WithTable sets the name of the store's table (default distlock_locks;
+// its records of jobs run once are in the table of that name with "_once"
+// added): lower-case letters, digits and underscores, optionally
+// qualified by a schema ("locks.distlock"). Clients that share locks must
+// use the same table.
+func WithTable(name string) Option {
+	return func(c *config) {
+		if !tablePattern.MatchString(name) {
+			c.err = fmt.Errorf("%w: SQL table name %q: want lower-case letters, digits and underscores, up to 30, optionally schema.table", store.ErrInvalidOption, name)
+		}
+		c.table = name
+	}
+}
+
+// WithoutMigration makes the store use its tables as they are, for teams
+// that create them with their own migrations (PostgresSchema,
+// MySQLSchema): by default the store creates them on first use if they
+// are missing.
+func WithoutMigration() Option {
+	return func(c *config) { c.migrate = false }
+}
+
+// WithoutNotify makes a PostgreSQL store poll for changes, as a MySQL one
+// does, instead of listening for notifications: for a database reached
+// through a pooler in transaction mode (PgBouncer's pool_mode =
+// transaction), where LISTEN does not work. Waiters then learn of a
+// release within the poll interval rather than at once.
+func WithoutNotify() Option {
+	return func(c *config) { c.notify = false }
+}
+
+// WithPollInterval sets how often a store that polls (MySQL, MariaDB,
+// WithoutNotify) reads the rows of the locks its Client waits for: one
+// query per interval for all of them, jittered by up to a fifth. Default
+// DefaultPollInterval; at least a millisecond.
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Millisecond {
+			c.err = fmt.Errorf("%w: SQL poll interval %v: at least 1ms", store.ErrInvalidOption, d)
+		}
+		c.poll = d
+	}
+}
+
+func newConfig(opts []Option) config {
+	cfg := config{table: DefaultTable, migrate: true, notify: true, poll: DefaultPollInterval}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return cfg
+}
+
+// Store implements store.Store on a SQL database. NewPostgres and NewMySQL
+// return it.
+type Store struct {
+	db   dialect
+	cfg  config
+	err  error
+	id   string // random: tells this store's own releases apart
+	host string
+	pid  int
+
+	migrated sync.Mutex // held while the tables are checked
+	ready    bool       // under migrated
+
+	hub *hub
+}
+
+func newStore(db dialect, cfg config) *Store {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	host, _ := os.Hostname()
+	s := &Store{db: db, cfg: cfg, err: cfg.err, id: hex.EncodeToString(id[:]), host: host, pid: os.Getpid()}
+	s.hub = newHub(s)
+	return s
+}
+
+// Err implements store.Validator.
+func (s *Store) Err() error { return s.err }
+
+// Validate implements store.Validator: the store serves every kind, with
+// leases and queue timeouts of MinLease or more.
+func (s *Store) Validate(kind store.Kind, lease, queue time.Duration) error {
+	switch {
+	case s.err != nil:
+		return s.err
+	case lease < MinLease:
+		return fmt.Errorf("%w: a lease of %v on SQL: the shortest is %v", store.ErrInvalidOption, lease, MinLease)
+	case kind.Queued() && queue > 0 && queue < MinLease:
+		return fmt.Errorf("%w: a queue timeout of %v on SQL: the shortest is %v", store.ErrInvalidOption, queue, MinLease)
+	}
+	return nil
+}
+
+// Close ends the store's listening connection or poller. It does not
+// close the pool or database given to the constructor.
+func (s *Store) Close() error {
+	s.hub.close()
+	return nil
+}
+
+// prepare checks the store's settings, and makes its tables once.
+func (s *Store) prepare(ctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	s.migrated.Lock()
+	defer s.migrated.Unlock()
+	if s.ready {
+		return nil
+	}
+	if s.cfg.migrate {
+		if err := s.db.migrate(ctx); err != nil {
+			return unsent(fmt.Errorf("creating distlock's tables (or make the store WithoutMigration and apply the schema yourself): %w", err))
+		}
+	}
+	s.ready = true
+	return nil
+}
+
+// A row is one lock's row, as a transaction read it.
+type row struct {
+	name  string
+	token uint64
+	rev   uint64
+	state lockState
+	raw   string // the state column as read
+	read  uint64 // token as read
+	enc   *written
+}
+
+// written is a row's columns as a step left them.
+type written struct {
+	kind    string
+	owner   *string    // OwnerID of the first holder
+	expires *time.Time // the last holder's lease end, UTC
+	state   string
+}
+
+// encode returns the row's columns as its state now says.
+func (r *row) encode() written {
+	if r.enc != nil {
+		return *r.enc
+	}
+	b, _ := json.Marshal(&r.state)
+	w := written{kind: r.state.Kind, state: string(b)}
+	if len(r.state.Holders) > 0 {
+		id := store.OwnerID(r.state.Holders[0].Owner)
+		w.owner = &id
+		t := time.UnixMicro(r.state.until()).UTC()
+		w.expires = &t
+	}
+	r.enc = &w
+	return w
+}
+
+// dirty reports whether a step changed the row.
+func (r *row) dirty() bool {
+	return r.token != r.read || r.encode().state != r.raw
+}
+
+// A dialect is one database's SQL.
+type dialect interface {
+	// migrate creates the tables if they are missing.
+	migrate(ctx context.Context) error
+	// begin starts a transaction.
+	begin(ctx context.Context) (transaction, error)
+	// create makes the rows of names that do not exist, each in a
+	// statement of its own, outside any transaction.
+	create(ctx context.Context, names []string) error
+	// read returns the committed rows of names that exist, and the
+	// database's clock, without locking anything.
+	read(ctx context.Context, names []string) ([]*row, int64, error)
+	// held returns the names of the locks held now.
+	held(ctx context.Context) ([]string, error)
+	// retryable reports whether err aborted a transaction that can be
+	// tried again (a deadlock, a serialization failure).
+	retryable(err error) bool
+	onceTable
+}
+
+// A transaction holds rows locked until it commits or rolls back.
+type transaction interface {
+	// lock locks the rows of names (sorted) that exist, FOR UPDATE, and
+	// reads the database's clock once they are locked.
+	lock(ctx context.Context, names []string) ([]*row, int64, error)
+	// commit writes rows, sends notices (where the database can), and
+	// commits. Its outcome is unknown when it fails.
+	commit(ctx context.Context, rows []*row, notices []notice) error
+	// rollback ends the transaction without writing.
+	rollback()
+	// saveOnce writes the record of the job name, kept for keep from
+	// the database's clock, in the transaction.
+	saveOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) error
+}
+
+// errDiscard makes transact roll back: the step's outcome is returned,
+// but nothing of it is written.
+var errDiscard = errors.New("discard")
+
+// transact runs fn on the rows of names, locked in one transaction (in
+// name order, so that transactions never wait for each other in a
+// cycle), with the database's clock, and commits what it changed; the
+// notices of its steps are sent at commit, and delivered to this store's
+// own watchers. With create, missing rows are made first; without, fn
+// gets only the rows that exist. fn returning errDiscard rolls back
+// (transact then returns nil); any other error is returned.
+//
+// Until the commit is sent, nothing of the transaction can be applied,
+// now or later (a transaction whose connection breaks is rolled back by
+// the server): such a failure is wrapped with store.ErrUnsent. A commit
+// that fails has an unknown outcome.
+func (s *Store) transact(ctx context.Context, names []string, create bool, fn func(w *work) error) error {
+	if err := s.prepare(ctx); err != nil {
+		return err
+	}
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	for attempt := 0; ; attempt++ {
+		tx, err := s.db.begin(ctx)
+		if err != nil {
+			return unsent(err)
+		}
+		rows, now, err := tx.lock(ctx, names)
+		if err != nil {
+			tx.rollback()
+			if s.db.retryable(err) && attempt < 10 && ctx.Err() == nil {
+				continue
+			}
+			return unsent(err)
+		}
+		if create && len(rows) < len(names) {
+			tx.rollback()
+			if attempt >= 10 {
+				return unsent(errors.New("rows of locks could not be created"))
+			}
+			if err := s.db.create(ctx, missing(names, rows)); err != nil {
+				return unsent(err)
+			}
+			continue
+		}
+		byName := make(map[string]*row, len(rows))
+		steps := make(map[string]*step, len(rows))
+		for _, r := range rows {
+			byName[r.name] = r
+			steps[r.name] = &step{name: r.name, now: now, token: &r.token, retention: retention}
+		}
+		if err := fn(&work{now: now, rows: byName, steps: steps, tx: tx}); err != nil {
+			tx.rollback()
+			if errors.Is(err, errDiscard) {
+				return nil
+			}
+			return err
+		}
+		var notices []notice
+		for _, r := range rows {
+			notices = append(notices, steps[r.name].notices...)
+		}
+		if err := tx.commit(ctx, rows, notices); err != nil {
+			return backendErr(err)
+		}
+		s.hub.local(notices)
+		return nil
+	}
+}
+
+// work is what a transaction's function works on: the database's clock,
+// the rows it locked, a step for each, and the transaction itself.
+type work struct {
+	now   int64
+	rows  map[string]*row
+	steps map[string]*step
+	tx    transaction
+}
+
+// missing returns the names that have no row in rows.
+func missing(names []string, rows []*row) []string {
+	var out []string
+	for _, n := range names {
+		if !slices.ContainsFunc(rows, func(r *row) bool { return r.name == n }) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// one runs fn on the row of name (nil if it does not exist and create is
+// false), then each of then, as transact does.
+func (s *Store) one(ctx context.Context, name string, create bool, fn func(r *row, st *step) error, then ...func(w *work) error) error {
+	return s.transact(ctx, []string{name}, create, func(w *work) error {
+		r, st := w.rows[name], w.steps[name]
+		if err := fn(r, st); err != nil {
+			return err
+		}
+		for _, f := range then {
+			if err := f(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Acquire implements store.Store.
+func (s *Store) Acquire(ctx context.Context, r store.Request) (store.Grant, error) {
+	var g store.Grant
+	err := s.one(ctx, r.Name, true, func(row *row, st *step) error {
+		var err error
+		g, err = row.state.acquire(st, r, s.host, s.pid)
+		return err
+	})
+	return g, err
+}
+
+// AcquireAll implements store.Store: all the members in one transaction,
+// taken all or none.
+func (s *Store) AcquireAll(ctx context.Context, rs []store.Request) ([]store.Grant, error) {
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = r.Name
+	}
+	var gs []store.Grant
+	var kindErr error
+	err := s.transact(ctx, names, true, func(w *work) error {
+		gs = gs[:0]
+		for _, r := range rs {
+			g, err := w.rows[r.Name].state.acquire(w.steps[r.Name], r, s.host, s.pid)
+			if err != nil {
+				for i := range gs {
+					gs[i] = store.Grant{}
+				}
+				kindErr = err
+				return errDiscard
+			}
+			gs = append(gs, g)
+			if !g.Acquired {
+				for i := range gs[:len(gs)-1] {
+					gs[i] = store.Grant{}
+				}
+				return errDiscard
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gs, kindErr
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, error) {
+	out := store.NotOwner
+	err := s.one(ctx, r.Name, false, func(row *row, st *step) error {
+		if row == nil {
+			return errDiscard
+		}
+		out = row.state.release(st, r, s.id)
+		return nil
+	})
+	return out, err
+}
+
+// Abandon implements store.Store.
+func (s *Store) Abandon(ctx context.Context, r store.Request) (bool, error) {
+	var freed bool
+	err := s.one(ctx, r.Name, true, func(row *row, st *step) error {
+		freed = row.state.abandon(st, r, s.id)
+		return nil
+	})
+	return freed, err
+}
+
+// renewBatch is how many locks one renewal transaction holds at most.
+const renewBatch = 100
+
+// Renew implements store.Store: the requests in transactions of up to
+// renewBatch locks each.
+func (s *Store) Renew(ctx context.Context, rs []store.Request, report func(int, store.Grant, error)) {
+	for start := 0; start < len(rs); start += renewBatch {
+		part := rs[start:min(start+renewBatch, len(rs))]
+		names := make([]string, len(part))
+		for i, r := range part {
+			names[i] = r.Name
+		}
+		gs := make([]store.Grant, len(part))
+		errs := make([]error, len(part))
+		err := s.transact(ctx, names, false, func(w *work) error {
+			for i, r := range part {
+				row := w.rows[r.Name]
+				switch {
+				case row == nil && r.Queue > 0:
+					gs[i], errs[i] = store.Grant{}, errPlaceGone
+				case row == nil:
+					gs[i], errs[i] = store.Grant{}, store.ErrNotHeld
+				case r.Queue > 0:
+					gs[i], errs[i] = row.state.refresh(w.steps[r.Name], r)
+				default:
+					gs[i], errs[i] = store.Grant{}, row.state.renew(w.steps[r.Name], r)
+				}
+			}
+			return nil
+		})
+		for i := range part {
+			if err != nil {
+				report(start+i, store.Grant{}, err)
+			} else {
+				report(start+i, gs[i], errs[i])
+			}
+		}
+	}
+}
+
+// unsent wraps err, the failure of a request that was certainly not
+// applied and never will be, as store.ErrBackend and store.ErrUnsent.
+func unsent(err error) error {
+	if errors.Is(err, store.ErrUnsent) || errors.Is(err, store.ErrInvalidOption) {
+		return err
+	}
+	if errors.Is(err, store.ErrBackend) {
+		return fmt.Errorf("%w: %w", store.ErrUnsent, err)
+	}
+	return fmt.Errorf("%w: %w: %w", store.ErrBackend, store.ErrUnsent, err)
+}
+
+// backendErr wraps an error of the database as store.ErrBackend.
+func backendErr(err error) error {
+	if err == nil || errors.Is(err, store.ErrBackend) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrBackend, err)
+}
+
+// errPlaceGone is a refresh's outcome when the place is gone.
+var errPlaceGone = fmt.Errorf("%w: the place in the queue is gone", store.ErrNotHeld)
+
+// errOnlyReads refuses a write re-entry by an owner that only reads.
+var errOnlyReads = fmt.Errorf("%w: the owner only reads now", store.ErrDeadlock)
+
+// schema fills the table name into a schema file.
+func schema(file string, cfg config) (string, error) {
+	if cfg.err != nil {
+		return "", cfg.err
+	}
+	return strings.ReplaceAll(file, "{{table}}", cfg.table), nil
+}
