@@ -2,12 +2,14 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/distlock/distlock/sqlstore"
 	"github.com/distlock/distlock/sqltest"
 	"github.com/distlock/distlock/store"
 	"github.com/distlock/distlock/store/storetest"
+	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -32,4 +34,20 @@ func TestConformancePostgresPolling(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return sqlstore.NewPostgres(pool(t, pg.DSN()), sqlstore.WithoutNotify())
 	})
+}
+
+func TestConformanceMariaDB(t *testing.T) {
+	m := sqltest.StartMariaDB(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return sqlstore.NewMySQL(mysqlDB(t, m.DSN())) })
+}
+
+// mysqlDB returns a database on dsn, closed when the test ends.
+func mysqlDB(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

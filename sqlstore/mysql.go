@@ -1,0 +1,263 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/store"
+)
+
+//go:embed schema/mysql.sql
+var mysqlSchema string
+
+// NewMySQL returns a store on a MariaDB (10.6 or later) or MySQL (8.0 or
+// later) database, through db, opened with a driver such as
+// github.com/go-sql-driver/mysql (no DSN parameter is needed: the store
+// reads and writes times as integers, whatever parseTime and loc say). It
+// does not contact the database until it is used, and never closes db. A
+// nil db or an invalid option makes every operation of a Client on the
+// store fail with store.ErrInvalidOption.
+//
+// Each step is one transaction (READ COMMITTED) of a few round trips on a
+// connection of db. MySQL has no notifications: waiters of other
+// processes learn of releases and grants by polling (WithPollInterval).
+func NewMySQL(db *sql.DB, opts ...Option) *Store {
+	cfg := newConfig(opts)
+	if db == nil && cfg.err == nil {
+		cfg.err = fmt.Errorf("%w: nil MySQL database", store.ErrInvalidOption)
+	}
+	return newStore(&mysql{db: db, table: cfg.table}, cfg)
+}
+
+// MySQLSchema returns the SQL that creates the store's tables on MariaDB
+// and MySQL, with the table name that opts give (WithTable).
+func MySQLSchema(opts ...Option) (string, error) {
+	return schema(mysqlSchema, newConfig(opts))
+}
+
+type mysql struct {
+	db    *sql.DB
+	table string
+}
+
+// myClock reads the database's clock in µs, whatever the session's time
+// zone.
+const myClock = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
+
+func (m *mysql) migrate(ctx context.Context) error {
+	where, args := `table_schema = DATABASE()`, []any{}
+	db, base, qualified := strings.Cut(m.table, ".")
+	if qualified {
+		where, args = `table_schema = ?`, append(args, db)
+	} else {
+		base = m.table
+	}
+	var n int
+	err := m.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE `+where+` AND table_name IN (?, ?)`,
+		append(args, base, base+"_once")...).Scan(&n)
+	if err != nil || n == 2 {
+		return err
+	}
+	c, err := m.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var got sql.NullInt64
+	if err := c.QueryRowContext(ctx, `SELECT GET_LOCK(?, 30)`, "distlock schema "+m.table).Scan(&got); err != nil {
+		return err
+	}
+	if got.Int64 != 1 {
+		return errors.New("the schema lock was not granted within 30 s")
+	}
+	defer c.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, "distlock schema "+m.table)
+	text, _ := schema(mysqlSchema, config{table: m.table})
+	for _, stmt := range statements(text) {
+		if _, err := c.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// statements splits a schema file into its statements, without comments.
+func statements(file string) []string {
+	var b strings.Builder
+	for _, line := range strings.Split(file, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line + "\n")
+		}
+	}
+	var out []string
+	for _, s := range strings.Split(b.String(), ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (m *mysql) begin(ctx context.Context) (transaction, error) {
+	tx, err := m.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	return &myTx{m: m, tx: tx}, nil
+}
+
+type myTx struct {
+	m  *mysql
+	tx *sql.Tx
+}
+
+// in returns "(?, ?, …)" for names, and names as arguments.
+func in(names []string) (string, []any) {
+	args := make([]any, len(names))
+	for i, n := range names {
+		args[i] = []byte(n)
+	}
+	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ") + ")", args
+}
+
+func (t *myTx) lock(ctx context.Context, names []string) ([]*row, int64, error) {
+	list, args := in(names)
+	q, err := t.tx.QueryContext(ctx, `SELECT name, token, rev, state FROM `+t.m.table+` WHERE name IN `+list+` ORDER BY name FOR UPDATE`, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := scanSQLRows(q)
+	if err != nil {
+		return nil, 0, err
+	}
+	var now int64
+	err = t.tx.QueryRowContext(ctx, `SELECT `+myClock).Scan(&now)
+	return rows, now, err
+}
+
+func scanSQLRows(q *sql.Rows) ([]*row, error) {
+	defer q.Close()
+	var out []*row
+	for q.Next() {
+		var r row
+		var name []byte
+		var state string
+		if err := q.Scan(&name, &r.token, &r.rev, &state); err != nil {
+			return nil, err
+		}
+		r.name, r.read = string(name), r.token
+		if err := decodeState(&r, state); err != nil {
+			return nil, err
+		}
+		out = append(out, &r)
+	}
+	return out, q.Err()
+}
+
+func (t *myTx) commit(ctx context.Context, rows []*row, _ []notice) error {
+	for _, r := range rows {
+		if !r.dirty() {
+			continue
+		}
+		w := r.encode()
+		var expires any
+		if w.expires != nil {
+			expires = w.expires.UnixMicro()
+		}
+		if _, err := t.tx.ExecContext(ctx, `UPDATE `+t.m.table+` SET kind = ?, owner_id = ?, expires_at = TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), token = ?, rev = rev + 1, state = ? WHERE name = ?`,
+			w.kind, w.owner, expires, r.token, w.state, []byte(r.name)); err != nil {
+			_ = t.tx.Rollback()
+			return err
+		}
+	}
+	return t.tx.Commit()
+}
+
+func (t *myTx) rollback() { _ = t.tx.Rollback() }
+
+func (t *myTx) saveOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO `+t.m.table+`_once (name, period, token, at, pid, host, err, keep_until)
+		VALUES (?, ?, ?, TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), ?, ?, ?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)))
+		ON DUPLICATE KEY UPDATE period = VALUES(period), token = VALUES(token), at = VALUES(at), pid = VALUES(pid),
+			host = VALUES(host), err = VALUES(err), keep_until = VALUES(keep_until)`,
+		[]byte(name), rec.Period, rec.Token, rec.At.UnixMicro(), rec.PID, rec.Host, rec.Err, keep.Microseconds())
+	return err
+}
+
+func (m *mysql) create(ctx context.Context, names []string) error {
+	for _, n := range names {
+		if _, err := m.db.ExecContext(ctx, `INSERT IGNORE INTO `+m.table+` (name, state) VALUES (?, '{}')`, []byte(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *mysql) read(ctx context.Context, names []string) ([]*row, int64, error) {
+	var now int64
+	if err := m.db.QueryRowContext(ctx, `SELECT `+myClock).Scan(&now); err != nil {
+		return nil, 0, err
+	}
+	list, args := in(names)
+	q, err := m.db.QueryContext(ctx, `SELECT name, token, rev, state FROM `+m.table+` WHERE name IN `+list, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := scanSQLRows(q)
+	return rows, now, err
+}
+
+func (m *mysql) held(ctx context.Context) ([]string, error) {
+	q, err := m.db.QueryContext(ctx, `SELECT name FROM `+m.table+` WHERE expires_at > UTC_TIMESTAMP(6)`)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	var out []string
+	for q.Next() {
+		var n []byte
+		if err := q.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, string(n))
+	}
+	return out, q.Err()
+}
+
+// retryable: ER_LOCK_DEADLOCK (1213) and ER_LOCK_WAIT_TIMEOUT (1205). The
+// driver's error type is not imported (the caller picks the driver): its
+// message starts with "Error <number>".
+func (m *mysql) retryable(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Error 1213") || strings.Contains(s, "Error 1205")
+}
+
+func (m *mysql) onceRead(ctx context.Context, name string) (int64, store.Record, bool, error) {
+	var now int64
+	var period, token, at sql.NullInt64
+	var pid sql.NullInt64
+	var host, text sql.NullString
+	err := m.db.QueryRowContext(ctx, `SELECT `+myClock+`, o.period, o.token,
+			TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', o.at), o.pid, o.host, o.err
+		FROM (SELECT 1 AS one) AS one LEFT JOIN `+m.table+`_once o ON o.name = ? AND o.keep_until > UTC_TIMESTAMP(6)`,
+		[]byte(name)).Scan(&now, &period, &token, &at, &pid, &host, &text)
+	if err != nil || !period.Valid {
+		return now, store.Record{}, false, err
+	}
+	return now, store.Record{Period: uint64(period.Int64), Token: uint64(token.Int64), At: time.UnixMicro(at.Int64),
+		PID: int(pid.Int64), Host: host.String, Err: text.String}, true, nil
+}
+
+func (m *mysql) onceForget(ctx context.Context, name string) (bool, error) {
+	res, err := m.db.ExecContext(ctx, `DELETE FROM `+m.table+`_once WHERE name = ? AND keep_until > UTC_TIMESTAMP(6)`, []byte(name))
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	_, err = m.db.ExecContext(ctx, `DELETE FROM `+m.table+`_once WHERE name = ?`, []byte(name))
+	return n > 0, err
+}
