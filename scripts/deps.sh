@@ -2,8 +2,9 @@
 # Installs what distlock's tests and demo need on a fresh Debian/Ubuntu
 # machine: redis-server (the tests start their own servers from it, and
 # their sentinels as `redis-server --sentinel`: no redis-sentinel package),
-# and PostgreSQL and MariaDB (sqltest/ starts its own servers from their
-# binaries: postgres and initdb, mariadbd and mariadb-install-db).
+# PostgreSQL and MariaDB (sqltest/ starts its own servers from their
+# binaries: postgres and initdb, mariadbd and mariadb-install-db), and
+# PgBouncer (sqltest/ starts its own /usr/sbin/pgbouncer in front of them).
 # Go itself (1.26+) must already be installed. Starts no service: the
 # packages' own services are kept from starting while they install.
 set -euo pipefail
@@ -18,9 +19,10 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 updated=""
 
 # apt_install PACKAGE...: installs Debian packages. The services they
-# come with (redis-server, postgresql, mariadb) are not started: while
-# apt-get runs, a policy-rc.d denies every start, unless the machine has
-# its own policy-rc.d already, which is then left as it is.
+# come with (redis-server, postgresql, mariadb, pgbouncer) are not
+# started: while apt-get runs, a policy-rc.d denies every start, unless
+# the machine has its own policy-rc.d already, which is then left as it
+# is.
 apt_install() {
   local policy=/usr/sbin/policy-rc.d added="" rc=0
   if [ ! -e "$policy" ]; then
@@ -67,3 +69,11 @@ if ! [ -x /usr/sbin/mariadbd ] || ! command -v mariadb-install-db >/dev/null 2>&
   apt_install mariadb-server
 fi
 /usr/sbin/mariadbd --version
+
+# pgbouncer: the package's own service is kept from starting like the
+# others' (and, unconfigured, it would have no database to serve anyway).
+if ! [ -x /usr/sbin/pgbouncer ]; then
+  echo "deps: installing pgbouncer" >&2
+  apt_install pgbouncer
+fi
+/usr/sbin/pgbouncer --version

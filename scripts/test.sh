@@ -24,7 +24,7 @@
 #                store conformance suite on etcdstore, on 1 and 3 members
 #   sqltest/     the SQL harness: PostgreSQL and MariaDB servers started
 #                by the tests from Debian's binaries (installed by
-#                deps.sh), killed, paused and restarted (about 30 s)
+#                deps.sh), killed, paused and restarted, and PgBouncer in front of PostgreSQL (about 45 s)
 #   sqlstore/    the SQL store (its own module: pgx), and the conformance
 #                suite on it against PostgreSQL, listening and polling
 #

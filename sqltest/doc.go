@@ -26,6 +26,12 @@
 // Outside tests (demos, benchmarks), use [NewPostgres] and [NewMariaDB]
 // and call Stop when done.
 //
+// A [PgBouncer] ([StartPgBouncer], [NewPgBouncer]) is a pgbouncer process
+// in front of a Postgres, in transaction pooling mode, on a port of its
+// own: its DSN makes pgx run queries without named prepared statements,
+// which such a pooler cannot keep for a client. It can be killed, paused
+// and restarted like the servers, apart from the Postgres behind it.
+//
 // The first server of each kind in a test binary runs initdb or
 // mariadb-install-db (a second or two) into a template held in memory;
 // every server then starts from a copy of it, in a few hundred
@@ -35,15 +41,16 @@
 //
 // The binaries are found in Debian's places: PostgreSQL in the newest
 // /usr/lib/postgresql/VERSION/bin (or PATH, or $DISTLOCK_POSTGRES_BINDIR),
-// MariaDB's mariadbd in PATH or /usr/sbin (or $DISTLOCK_MARIADBD). When
-// the test runs as root, PostgreSQL (which refuses to run as root) runs as
-// the postgres system user, and mariadbd with --user=root.
+// MariaDB's mariadbd in PATH or /usr/sbin (or $DISTLOCK_MARIADBD),
+// pgbouncer in PATH or /usr/sbin (or $DISTLOCK_PGBOUNCER). When the test
+// runs as root, PostgreSQL and pgbouncer (which refuse to run as root) run
+// as the postgres system user, and mariadbd with --user=root.
 //
 // The package only ever signals processes it started itself, identified by
 // the handle returned when starting them, and the children of those; it
 // never connects to or touches other servers on the machine, such as
-// system services on ports 5432 and 3306. On Linux the servers are also
-// killed if the process that started them dies.
+// system services on ports 5432, 6432 and 3306. On Linux the servers are
+// also killed if the process that started them dies.
 //
 // The package lives in its own module so that the database drivers it
 // uses to wait for its servers (pgx and go-sql-driver/mysql) stay out of
