@@ -51,3 +51,15 @@ func mysqlDB(t testing.TB, dsn string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// TestConformancePgBouncer: through PgBouncer in transaction pooling mode,
+// where a session outlives no transaction (LISTEN does not work, and a
+// session advisory lock would be left on a backend another client gets):
+// the store's steps are each one transaction, and its waiters poll.
+func TestConformancePgBouncer(t *testing.T) {
+	pg := sqltest.StartPostgres(t)
+	bouncer := sqltest.StartPgBouncer(t, pg)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return sqlstore.NewPostgres(pool(t, bouncer.DSN()), sqlstore.WithoutNotify())
+	})
+}
