@@ -1,3 +1,109 @@
-// Package sqlstore keeps distlock's locks in a SQL database: PostgreSQL
-// (through a pgx pool) or MariaDB and MySQL (through database/sql).
+// Package sqlstore keeps distlock's locks in a SQL database you already
+// run: PostgreSQL (12 or later, through a pgx pool) or MariaDB (10.6 or
+// later) and MySQL (8.0 or later) through database/sql.
+//
+//	pool, _ := pgxpool.New(ctx, "postgres://app@db/app")
+//	c := distlock.New(sqlstore.NewPostgres(pool))
+//	defer c.Close()
+//
+//	db, _ := sql.Open("mysql", "app:secret@tcp(db:3306)/app")
+//	c := distlock.New(sqlstore.NewMySQL(db))
+//
+// It serves every kind: Mutex, MultiMutex (all members in one
+// transaction: all taken or none), FairMutex, RWMutex, Semaphore (with
+// SetPermits), Election (with Observe), Once and OncePer (periods counted
+// by the database's clock), Inspect, List, ForceUnlock and Revoke.
+// LockTx takes a lock inside your own transaction instead, for a short
+// critical section atomic with your writes.
+//
+// # A lease table, not session locks
+//
+// A lock is a row of one table (distlock_locks; WithTable), never a
+// database session: pg_advisory_lock and GET_LOCK belong to a connection,
+// so a pool hands them to the wrong caller, a pooler in transaction mode
+// (PgBouncer) strands them on a backend another client then uses, and an
+// idle connection closed by wait_timeout frees them without a word. Here
+// the lock is held by an owner id with a lease, so it survives a dropped
+// connection, works through any pooler, and can be read by anyone:
+//
+//	SELECT name, kind, owner_id, expires_at FROM distlock_locks WHERE expires_at > now();
+//
+// Each step of the store (an acquisition, a release, a renewal of up to
+// 100 locks) is one transaction: it locks the rows it needs with SELECT …
+// FOR UPDATE, in name order (so that two steps never wait for each other
+// in a cycle), reads the database's clock, applies the step to the lock's
+// state (a JSON column: holders, queue, abandoned owners), writes it back
+// and commits. On PostgreSQL that is two round trips (BEGIN and the
+// reads in one, the writes, NOTIFY and COMMIT in the other). Rows are made
+// on first use, by a statement of their own outside any transaction
+// (MySQL's gap locks never come into play), and are never deleted.
+//
+// # Leases and clocks
+//
+// Expiries are the database's clock (clock_timestamp(), UTC_TIMESTAMP(6))
+// read inside the step's transaction after its rows are locked, never a
+// client's: a lease ends no earlier than its length after the request was
+// sent, and the Client ends its lease context, measured from its own send
+// time, before that. What this rests on: the database's clock runs at
+// about the rate of the clients' clocks, and does not step back (an NTP
+// step back by d lengthens every lease by d; forward, shortens it). A
+// lease or queue timeout shorter than MinLease is refused.
+//
+// # Fencing tokens
+//
+// Each row keeps the last token issued for its name (the token column);
+// a new one is the larger of that + 1 and the database's clock in
+// microseconds, written in the same transaction that grants the lock. So
+// tokens strictly increase per name, across restarts (the row is durable,
+// as the commit is), and even if a row were deleted by hand, unless the
+// database's clock stepped back meanwhile.
+//
+// # Waiting
+//
+// A step's notices (a plain mutex released, a queued lock granted to the
+// next in line, a leader elected, a holder revoked) are sent with
+// pg_notify in its transaction, so PostgreSQL delivers them when it
+// commits, to the one connection per store that LISTENs on the table's
+// channel: a release wakes the waiters of other processes in about one
+// round trip. MySQL and MariaDB have no notifications, and LISTEN does
+// not work behind a pooler in transaction mode (WithoutNotify): there the
+// store reads the rows of the locks its Client waits for every poll
+// interval (50 ms, jittered; one query for all of them), and wakes the
+// waiters of those that changed. Either way the Client also tries again
+// when the holder's lease would end, so a lost notice costs time, not
+// the lock.
+//
+// The queued kinds wait in line in the row's queue, in arrival order; a
+// release grants the lock to the first in line in the same transaction,
+// and a grantee learns of it by a notice or by its next refresh. A grant
+// needs no confirmation (the store is not a store.GrantConfirmer): it was
+// committed before anyone could hear of it.
+//
+// # Failures
+//
+// A step whose connection fails before its COMMIT was sent is rolled back
+// by the server and can never apply: its error wraps store.ErrUnsent, and
+// the Client cleans nothing up after it. A COMMIT without an answer may
+// have applied: the Client counts it as possibly applied, as it does for
+// every store, and gives the owner up (an abandonment mark in the row
+// refuses the owner's late requests).
+//
+// What holds on failover: the store is as durable as the database's
+// commits. A replica promoted after an asynchronous primary failed may
+// lack the last commits: a lock taken just before may be free on it, and
+// its token issued again (the clock term keeps later tokens above it
+// unless the promotion is faster than the clock moved). Use synchronous
+// replication (synchronous_commit = on with synchronous_standby_names on
+// PostgreSQL; semi-synchronous replication on MySQL) when that matters.
+//
+// # Schema
+//
+// The store creates its tables on first use if they are missing (under
+// pg_advisory_xact_lock or GET_LOCK, so that Clients starting together do
+// not race); WithoutMigration makes it use them as they are, for teams
+// that apply PostgresSchema or MySQLSchema with their own migrations
+// (`distlock sql-schema postgres` prints it).
+//
+// The store never closes the pool or database given to it: close them
+// after the Client.
 package sqlstore
