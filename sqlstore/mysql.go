@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,61 +117,79 @@ type myTx struct {
 	tx *sql.Tx
 }
 
-// in returns "(?, ?, …)" for names, and names as arguments.
-func in(names []string) (string, []any) {
-	args := make([]any, len(names))
+// The statements of the steps carry their values as literals, not
+// parameters: with parameters, go-sql-driver prepares, executes and closes
+// each statement (two round trips, not one) unless the DSN says
+// interpolateParams=true. Names and texts are hexadecimal literals, which
+// need no escaping; numbers are formatted.
+
+// binary is b as a hexadecimal literal.
+func binary(b string) string { return "X'" + hex.EncodeToString([]byte(b)) + "'" }
+
+// text is s as a utf8mb4 string.
+func text(s string) string { return "CONVERT(" + binary(s) + " USING utf8mb4)" }
+
+// in returns "(X'…', X'…')" for names.
+func in(names []string) string {
+	parts := make([]string, len(names))
 	for i, n := range names {
-		args[i] = []byte(n)
+		parts[i] = binary(n)
 	}
-	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ") + ")", args
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 func (t *myTx) lock(ctx context.Context, names []string) ([]*row, int64, error) {
-	list, args := in(names)
-	q, err := t.tx.QueryContext(ctx, `SELECT name, token, rev, state FROM `+t.m.table+` WHERE name IN `+list+` ORDER BY name FOR UPDATE`, args...)
+	// The clock is read with the rows, at the statement's start, before
+	// it waits for their locks: an earlier now is safe (it judges a lease
+	// still running, and sets one that ends sooner, never later, than a
+	// later now would).
+	q, err := t.tx.QueryContext(ctx, `SELECT name, token, rev, state, `+myClock+` FROM `+t.m.table+` WHERE name IN `+in(names)+` ORDER BY name FOR UPDATE`)
 	if err != nil {
 		return nil, 0, err
 	}
-	rows, err := scanSQLRows(q)
-	if err != nil {
-		return nil, 0, err
-	}
-	var now int64
-	err = t.tx.QueryRowContext(ctx, `SELECT `+myClock).Scan(&now)
-	return rows, now, err
+	return scanSQLRows(q, true)
 }
 
-func scanSQLRows(q *sql.Rows) ([]*row, error) {
+// scanSQLRows reads rows of name, token, rev, state, and with clock the
+// database's clock too.
+func scanSQLRows(q *sql.Rows, clock bool) ([]*row, int64, error) {
 	defer q.Close()
 	var out []*row
+	var now int64
 	for q.Next() {
 		var r row
 		var name []byte
 		var state string
-		if err := q.Scan(&name, &r.token, &r.rev, &state); err != nil {
-			return nil, err
+		dest := []any{&name, &r.token, &r.rev, &state}
+		if clock {
+			dest = append(dest, &now)
+		}
+		if err := q.Scan(dest...); err != nil {
+			return nil, 0, err
 		}
 		r.name, r.read = string(name), r.token
 		if err := decodeState(&r, state); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out = append(out, &r)
 	}
-	return out, q.Err()
+	return out, now, q.Err()
 }
 
-func (t *myTx) commit(ctx context.Context, rows []*row, _ []notice) error {
+func (t *myTx) commit(ctx context.Context, rows []*row, _ []notice, _ bool) error {
 	for _, r := range rows {
 		if !r.dirty() {
 			continue
 		}
 		w := r.encode()
-		var expires any
-		if w.expires != nil {
-			expires = w.expires.UnixMicro()
+		owner, expires := "NULL", "NULL"
+		if w.owner != nil {
+			owner = text(*w.owner)
+			expires = "TIMESTAMPADD(MICROSECOND, " + strconv.FormatInt(w.expires.UnixMicro(), 10) + ", '1970-01-01 00:00:00')"
 		}
-		if _, err := t.tx.ExecContext(ctx, `UPDATE `+t.m.table+` SET kind = ?, owner_id = ?, expires_at = TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), token = ?, rev = rev + 1, state = ? WHERE name = ?`,
-			w.kind, w.owner, expires, r.token, w.state, []byte(r.name)); err != nil {
+		if _, err := t.tx.ExecContext(ctx, `UPDATE `+t.m.table+` SET kind = `+text(w.kind)+`, owner_id = `+owner+
+			`, expires_at = `+expires+`, token = `+strconv.FormatUint(r.token, 10)+`, rev = rev + 1, state = `+text(w.state)+
+			` WHERE name = `+binary(r.name)); err != nil {
 			_ = t.tx.Rollback()
 			return err
 		}
@@ -190,7 +210,7 @@ func (t *myTx) saveOnce(ctx context.Context, name string, rec store.Record, keep
 
 func (m *mysql) create(ctx context.Context, names []string) error {
 	for _, n := range names {
-		if _, err := m.db.ExecContext(ctx, `INSERT IGNORE INTO `+m.table+` (name, state) VALUES (?, '{}')`, []byte(n)); err != nil {
+		if _, err := m.db.ExecContext(ctx, `INSERT IGNORE INTO `+m.table+` (name, state) VALUES (`+binary(n)+`, '{}')`); err != nil {
 			return err
 		}
 	}
@@ -202,12 +222,11 @@ func (m *mysql) read(ctx context.Context, names []string) ([]*row, int64, error)
 	if err := m.db.QueryRowContext(ctx, `SELECT `+myClock).Scan(&now); err != nil {
 		return nil, 0, err
 	}
-	list, args := in(names)
-	q, err := m.db.QueryContext(ctx, `SELECT name, token, rev, state FROM `+m.table+` WHERE name IN `+list, args...)
+	q, err := m.db.QueryContext(ctx, `SELECT name, token, rev, state FROM `+m.table+` WHERE name IN `+in(names))
 	if err != nil {
 		return nil, 0, err
 	}
-	rows, err := scanSQLRows(q)
+	rows, _, err := scanSQLRows(q, false)
 	return rows, now, err
 }
 

@@ -128,7 +128,7 @@ func scanRows(q pgx.Rows) ([]*row, error) {
 	return out, q.Err()
 }
 
-func (t *pgTx) commit(ctx context.Context, rows []*row, notices []notice) error {
+func (t *pgTx) commit(ctx context.Context, rows []*row, notices []notice, relaxed bool) error {
 	defer t.c.Release()
 	b := &pgx.Batch{}
 	for _, r := range rows {
@@ -141,6 +141,9 @@ func (t *pgTx) commit(ctx context.Context, rows []*row, notices []notice) error 
 	}
 	for _, n := range notices {
 		b.Queue(`SELECT pg_notify($1, $2)`, t.p.table, n.encode())
+	}
+	if relaxed {
+		b.Queue(`SET LOCAL synchronous_commit = off`)
 	}
 	b.Queue(`COMMIT`)
 	br := t.c.SendBatch(ctx, b)

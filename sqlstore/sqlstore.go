@@ -207,6 +207,12 @@ func (r *row) encode() written {
 	return w
 }
 
+// reset undoes what steps did to the row.
+func (r *row) reset() error {
+	r.state, r.token, r.enc = lockState{}, r.read, nil
+	return decodeState(r, r.raw)
+}
+
 // dirty reports whether a step changed the row.
 func (r *row) dirty() bool {
 	return r.token != r.read || r.encode().state != r.raw
@@ -238,8 +244,9 @@ type transaction interface {
 	// reads the database's clock once they are locked.
 	lock(ctx context.Context, names []string) ([]*row, int64, error)
 	// commit writes rows, sends notices (where the database can), and
-	// commits. Its outcome is unknown when it fails.
-	commit(ctx context.Context, rows []*row, notices []notice) error
+	// commits; relaxed, it may return before the commit is durable (a
+	// crash may then lose it). Its outcome is unknown when it fails.
+	commit(ctx context.Context, rows []*row, notices []notice, relaxed bool) error
 	// rollback ends the transaction without writing.
 	rollback()
 	// saveOnce writes the record of the job name, kept for keep from
@@ -305,10 +312,16 @@ func (s *Store) transact(ctx context.Context, names []string, create bool, fn fu
 			return err
 		}
 		var notices []notice
+		relaxed := true
 		for _, r := range rows {
-			notices = append(notices, steps[r.name].notices...)
+			st := steps[r.name]
+			notices = append(notices, st.notices...)
+			relaxed = relaxed && st.relaxed
 		}
-		if err := tx.commit(ctx, rows, notices); err != nil {
+		for _, n := range notices {
+			relaxed = relaxed && n.Type == noticeRelease
+		}
+		if err := tx.commit(ctx, rows, notices, relaxed); err != nil {
 			return backendErr(err)
 		}
 		s.hub.local(notices)
@@ -375,22 +388,29 @@ func (s *Store) AcquireAll(ctx context.Context, rs []store.Request) ([]store.Gra
 	var kindErr error
 	err := s.transact(ctx, names, true, func(w *work) error {
 		gs = gs[:0]
-		for _, r := range rs {
+		for i, r := range rs {
 			g, err := w.rows[r.Name].state.acquire(w.steps[r.Name], r, s.host, s.pid)
-			if err != nil {
-				for i := range gs {
-					gs[i] = store.Grant{}
+			if err == nil && g.Acquired {
+				gs = append(gs, g)
+				continue
+			}
+			// None is taken: the members before are as they were, and
+			// this one keeps what its refusal wrote (a waiter's mark).
+			for j, taken := range rs[:i] {
+				gs[j] = store.Grant{}
+				if taken.Name != r.Name {
+					if err := w.rows[taken.Name].reset(); err != nil {
+						return err
+					}
+					w.steps[taken.Name].notices = nil
 				}
+			}
+			if err != nil {
 				kindErr = err
 				return errDiscard
 			}
 			gs = append(gs, g)
-			if !g.Acquired {
-				for i := range gs[:len(gs)-1] {
-					gs[i] = store.Grant{}
-				}
-				return errDiscard
-			}
+			return nil
 		}
 		return nil
 	})
@@ -408,6 +428,7 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 			return errDiscard
 		}
 		out = row.state.release(st, r, s.id)
+		st.relaxed = true
 		return nil
 	})
 	return out, err

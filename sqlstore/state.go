@@ -29,6 +29,11 @@ type lockState struct {
 	// after its last use.
 	Capacity      int   `json:"capacity,omitempty"`
 	CapacityUntil int64 `json:"capacity_until,omitempty"`
+	// Waited is, for a plain mutex, until when a waiter refused by its
+	// holder may wait without trying again: its release is told (a
+	// NOTIFY costs every committing transaction of the database a global
+	// lock) only while that is to come.
+	Waited int64 `json:"waited,omitempty"`
 }
 
 // A holder is one owner that holds the lock.
@@ -86,6 +91,12 @@ type step struct {
 	quiet string
 	// retention is how long a semaphore's capacity outlives its last use.
 	retention time.Duration
+	// relaxed says that the step only gives up what its owner held (a
+	// release that grants nothing): a crash that loses it leaves the lock
+	// held until the lease ends, which is safe, so its commit need not
+	// wait for the disk. A grant or an acquisition must: lost, it would
+	// let a second holder in.
+	relaxed bool
 }
 
 // mint returns a new fencing token: above the row's last one, and no
@@ -180,6 +191,9 @@ func (l *lockState) tidy(now int64) {
 	}
 	if l.Capacity > 0 && l.CapacityUntil <= now {
 		l.Capacity, l.CapacityUntil = 0, 0
+	}
+	if l.Waited <= now {
+		l.Waited = 0
 	}
 }
 
@@ -329,7 +343,10 @@ func (l *lockState) grantPlace(s *step, p *place) {
 func (l *lockState) freed(s *step, kind string, by string) {
 	switch kind {
 	case "mutex":
-		s.tell(notice{Type: noticeRelease, Name: s.name, Store: by})
+		if l.Waited > s.now {
+			s.tell(notice{Type: noticeRelease, Name: s.name, Store: by})
+		}
+		l.Waited = 0
 	default:
 		l.settle(s)
 		if kind == "election" && len(l.Holders) == 0 {
@@ -365,6 +382,11 @@ func (l *lockState) acquire(s *step, r store.Request, host string, pid int) (sto
 	}
 	if kind == "mutex" {
 		if len(l.Holders) > 0 {
+			// The refused caller may wait: until it tries again, at the
+			// end of the holder's lease as it is now, the release is told.
+			if until := l.until() + micros(time.Second); l.Waited < until {
+				l.Waited = until
+			}
 			return store.Grant{TTL: l.ttl(s.now)}, nil
 		}
 		l.Kind = kind

@@ -14,7 +14,9 @@
 -- for List:
 --   SELECT CAST(name AS CHAR), kind, owner_id, expires_at
 --   FROM distlock_locks WHERE expires_at > UTC_TIMESTAMP(6);
--- rev counts the row's writes: waiters poll for it to change.
+-- rev counts the row's writes: waiters poll for it to change. Only name
+-- is indexed, so that a step's update writes no secondary index; List
+-- reads the whole table.
 CREATE TABLE IF NOT EXISTS {{table}} (
     name       VARBINARY(512) NOT NULL PRIMARY KEY,
     kind       VARCHAR(16) NOT NULL DEFAULT '',
@@ -22,8 +24,7 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     expires_at DATETIME(6) NULL,
     token      BIGINT UNSIGNED NOT NULL DEFAULT 0,
     rev        BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    state      LONGTEXT NOT NULL,
-    KEY {{table}}_expires_at (expires_at)
+    state      LONGTEXT NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
 -- The records of the jobs that run once (Client.Once, Client.OncePer):
