@@ -627,6 +627,19 @@ func (l *lockState) inspect(now int64, token uint64) store.State {
 	return st
 }
 
+// leader is an election's live leader, or nil.
+func (l *lockState) leader(now int64) *holder {
+	if l.Kind != "election" {
+		return nil
+	}
+	for _, h := range l.Holders {
+		if h.Until > now {
+			return h
+		}
+	}
+	return nil
+}
+
 // kindOf is the store.Kind of a lock's kind name.
 func kindOf(name string) store.Kind {
 	switch name {

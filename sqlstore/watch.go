@@ -258,14 +258,20 @@ func (h *hub) check(names []string) {
 					Seq: x.GSeq, Lease: x.GLease})
 			}
 		}
-		if r.state.Kind == "election" {
-			if len(r.state.Holders) > 0 {
-				x := r.state.Holders[0]
-				h.deliver(notice{Type: noticeLeader, Name: r.name, Term: x.Token, Value: x.Value,
-					ID: store.OwnerID(x.Owner), Host: x.Host, PID: x.PID, Since: x.Since})
-			}
+		if x := r.state.leader(now); x != nil {
+			h.deliver(notice{Type: noticeLeader, Name: r.name, Term: x.Token, Value: x.Value,
+				ID: store.OwnerID(x.Owner), Host: x.Host, PID: x.PID, Since: x.Since})
+		} else if h.watched(r.name) {
+			h.deliver(notice{Type: noticeLeader, Name: r.name, Ended: r.token}) // nobody leads
 		}
 	}
+}
+
+// watched reports whether anyone observes the election name.
+func (h *hub) watched(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.leaders[name]) > 0
 }
 
 // baseline records the current rev of name, so that the poller tells of
