@@ -102,7 +102,7 @@ var (
 
 	// ErrInvalidName: the lock name is empty, too long, not UTF-8, or
 	// contains braces or control characters.
-	ErrInvalidName = errorString("invalid lock name")
+	ErrInvalidName = store.ErrInvalidName
 
 	// ErrInvalidOption: an option of the Client, a lock or the store is
 	// out of range (an absurd TTL, a redisstore.WithPrefix with braces,
@@ -110,10 +110,6 @@ var (
 	// (more permits than a semaphore has).
 	ErrInvalidOption = store.ErrInvalidOption
 )
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
 
 // An Error is an error of an operation of distlock, as an *fs.PathError
 // is of a file operation: every error distlock makes is one (read its
