@@ -25,8 +25,7 @@ var mysqlSchema string
 // nil db or an invalid option makes every operation of a Client on the
 // store fail with store.ErrInvalidOption.
 //
-// Each step is one transaction (READ COMMITTED) of a few round trips on a
-// connection of db. MySQL has no notifications: waiters of other
+// Each step is one transaction of four statements on a connection of db. MySQL has no notifications: waiters of other
 // processes learn of releases and grants by polling (WithPollInterval).
 func NewMySQL(db *sql.DB, opts ...Option) *Store {
 	cfg := newConfig(opts)
@@ -105,7 +104,12 @@ func statements(file string) []string {
 }
 
 func (m *mysql) begin(ctx context.Context) (transaction, error) {
-	tx, err := m.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	// The server's isolation level, not READ COMMITTED (one statement
+	// more per step): the steps read only with FOR UPDATE, which reads
+	// the latest committed rows at any level, by their primary key; the
+	// gap locks REPEATABLE READ adds where a name has no row yet last
+	// until the transaction rolls back to make it, which it does at once.
+	tx, err := m.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

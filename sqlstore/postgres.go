@@ -80,10 +80,14 @@ type pgTx struct {
 }
 
 func (t *pgTx) lock(ctx context.Context, names []string) ([]*row, int64, error) {
+	// The clock is read with the rows (it is evaluated as they are read,
+	// possibly before their locks are granted): an earlier now is safe,
+	// as it judges a lease still running, and sets one that ends sooner,
+	// never later, than a later now would. Without rows, no step needs
+	// it.
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-	b.Queue(`SELECT name, token, rev, state FROM `+t.p.table+` WHERE name = ANY($1) ORDER BY name FOR UPDATE`, names)
-	b.Queue(`SELECT ` + pgClock)
+	b.Queue(`SELECT name, token, rev, state, `+pgClock+` FROM `+t.p.table+` WHERE name = ANY($1) ORDER BY name FOR UPDATE`, names)
 	br := t.c.SendBatch(ctx, b)
 	rows, now, err := readLocked(br)
 	if cerr := br.Close(); err == nil {
@@ -100,32 +104,33 @@ func readLocked(br pgx.BatchResults) ([]*row, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	rows, err := scanRows(q)
-	if err != nil {
-		return nil, 0, err
-	}
-	var now int64
-	err = br.QueryRow().Scan(&now)
-	return rows, now, err
+	return scanRows(q, true)
 }
 
-func scanRows(q pgx.Rows) ([]*row, error) {
+// scanRows reads rows of name, token, rev, state, and with clock the
+// database's clock too.
+func scanRows(q pgx.Rows, clock bool) ([]*row, int64, error) {
 	defer q.Close()
 	var out []*row
+	var now int64
 	for q.Next() {
 		var r row
 		var token, rev int64
 		var state string
-		if err := q.Scan(&r.name, &token, &rev, &state); err != nil {
-			return nil, err
+		dest := []any{&r.name, &token, &rev, &state}
+		if clock {
+			dest = append(dest, &now)
+		}
+		if err := q.Scan(dest...); err != nil {
+			return nil, 0, err
 		}
 		if err := decodeState(&r, state); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		r.token, r.rev, r.read = uint64(token), uint64(rev), uint64(token)
 		out = append(out, &r)
 	}
-	return out, q.Err()
+	return out, now, q.Err()
 }
 
 func (t *pgTx) commit(ctx context.Context, rows []*row, notices []notice, relaxed bool) error {
@@ -191,7 +196,7 @@ func (p *postgres) read(ctx context.Context, names []string) ([]*row, int64, err
 	if err != nil {
 		return nil, 0, err
 	}
-	rows, err := scanRows(q)
+	rows, _, err := scanRows(q, false)
 	return rows, now, err
 }
 
