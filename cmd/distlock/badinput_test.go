@@ -123,6 +123,9 @@ func TestHelp(t *testing.T) {
 			r := run(t, args...)
 			r.wantCode(t, 0)
 			for _, want := range []string{"Usage: distlock " + c.name, "Flags:", "--redis URL", "Examples:"} {
+				if want == "--redis URL" && c.flags().Lookup("redis") == nil {
+					continue // sql-schema contacts no store
+				}
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("distlock %s: no %q in:\n%s", strings.Join(args, " "), want, r.stdout)
 				}

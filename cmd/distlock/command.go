@@ -37,7 +37,7 @@ type commandLine struct {
 }
 
 // commands lists the subcommands, in the order of the help text.
-var commands = []*command{runCommand, statusCommand, listCommand, unlockCommand, permitsCommand, demoCommand, demoWorkerCommand}
+var commands = []*command{runCommand, statusCommand, listCommand, unlockCommand, permitsCommand, sqlSchemaCommand, demoCommand, demoWorkerCommand}
 
 func lookup(name string) *command {
 	for _, c := range commands {
@@ -152,8 +152,8 @@ func isZeroDefault(f *flag.Flag) bool {
 
 // printTopUsage prints the help of distlock itself.
 func printTopUsage(w io.Writer) {
-	fmt.Fprint(w, `distlock runs commands under distributed locks kept in Redis or etcd, and
-shows and manages those locks.
+	fmt.Fprint(w, `distlock runs commands under distributed locks kept in Redis, etcd,
+PostgreSQL, MariaDB or MySQL, and shows and manages those locks.
 
 Usage: distlock [--store URL] [--prefix PREFIX] COMMAND [flags] [ARGS...]
 
@@ -161,7 +161,7 @@ Commands:
 `)
 	for _, c := range commands {
 		if !c.hidden {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+			fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 		}
 	}
 	fmt.Fprintf(w, `
@@ -172,7 +172,12 @@ The store is --store URL (or --redis URL, for Redis only), else
 $DISTLOCK_STORE, else $REDIS_URL, else %s:
   redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss:// for TLS;
   etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/?prefix=PREFIX],
-  or etcds:// for TLS.
+  or etcds:// for TLS;
+  postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?table=NAME&notify=off&...]
+  (or postgresql://; pgx's parameters, such as sslmode, work too);
+  mysql://USER[:PASSWORD]@HOST[:PORT]/DB[?table=NAME&tls=true], for
+  MariaDB and MySQL. A SQL store keeps the locks in a table, which it
+  creates on first use; "distlock sql-schema" prints its schema.
 --tls-ca, --tls-cert and --tls-key set the CA and the client certificate
 of rediss:// and etcds://. For Redlock over independent masters, give
 --redlock URL once per master (3, 5, ...) instead of --store: a lock is
@@ -186,6 +191,8 @@ Examples:
   distlock run --semaphore 4 partner-api -- ./sync-orders.sh
   distlock status nightly-report
   distlock list 'nightly-*'
+  distlock --store postgres://locker@db.internal/app run nightly -- ./report
+  distlock sql-schema postgres | psql "$DATABASE_URL"
   distlock demo
 `, defaultRedisURL, exitStatusTable)
 }

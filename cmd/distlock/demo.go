@@ -39,7 +39,7 @@ write is refused.
 
 Without --store, --redis, $DISTLOCK_STORE or $REDIS_URL, demo starts a
 throwaway redis-server on a free port (redis-server must be installed) and
-stops it at the end; the demo needs Redis, not etcd. With a Redis URL, it
+stops it at the end; the demo needs Redis, not etcd or SQL. With a Redis URL, it
 uses the keys of its shop, "distlock-demo:{RUN}:...", and those of
 its lock "demo-RUN" (RUN is random): PREFIX{demo-RUN} and the keys that
 start with it, its fencing counter and abandonment marks included. It
@@ -93,8 +93,8 @@ func (d *demo) run(rf *storeFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	if u.isEtcd() && !u.redisOnly {
-		return usageErrorf("the demo keeps its shop in Redis: give a redis:// URL, not the etcd:// URL in %s", u.from)
+	if (u.isEtcd() || u.isSQL()) && !u.redisOnly {
+		return usageErrorf("the demo keeps its shop in Redis: give a redis:// URL, not the %s:// URL in %s", u.scheme(), u.from)
 	}
 	where := "Redis at "
 	if !u.given {

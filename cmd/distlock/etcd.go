@@ -254,9 +254,12 @@ func (s *session) etcdFailure(err error) error {
 // flags that Redlock cannot serve, since the same command line cannot
 // work on this store.
 func (s *session) unsupported(what string, err error) error {
-	store := "the etcd store at " + s.addr
-	if s.etcd == nil {
-		store = "Redis at " + s.addr
+	store := "Redis at " + s.addr
+	switch {
+	case s.etcd != nil:
+		store = "the etcd store at " + s.addr
+	case s.isSQL():
+		store = "the " + s.dbms + " store at " + s.addr
 	}
 	return exitf(exitUsage, "%s is not supported by %s: %s", what, store, detail(err, distlock.ErrUnsupported))
 }

@@ -244,7 +244,7 @@ func TestStoreURLErrors(t *testing.T) {
 		{"--store and --redlock", nil, []string{"--store", "etcd://" + addr, "--redlock", "redis://" + addr},
 			[]string{"--store and --redlock exclude each other"}},
 		{"unknown scheme", nil, []string{"--store", "http://u:sekret@" + addr}, []string{"invalid store URL in --store", "etcd://"}},
-		{"unknown scheme in DISTLOCK_STORE", []string{storeEnv + "=mysql://" + addr}, nil, []string{"invalid store URL in $" + storeEnv}},
+		{"unknown scheme in DISTLOCK_STORE", []string{storeEnv + "=mongodb://" + addr}, nil, []string{"invalid store URL in $" + storeEnv}},
 		{"etcd URL in --redis", nil, []string{"--redis", "etcd://" + addr}, []string{"invalid Redis URL in --redis", "with --store"}},
 		{"etcd URL in REDIS_URL", []string{"REDIS_URL=etcd://" + addr}, nil, []string{"invalid Redis URL in $REDIS_URL", "$" + storeEnv}},
 		{"no host", nil, []string{"--store", "etcd://"}, []string{"invalid etcd URL in --store", "missing host"}},

@@ -20,7 +20,7 @@ const (
 	exitUnavailable = 69  // EX_UNAVAILABLE: Redis unreachable, failing or too old
 	exitLockLost    = 70  // EX_SOFTWARE: the lock was lost while the command ran
 	exitNotAcquired = 75  // EX_TEMPFAIL: the lock is held by someone else
-	exitNoPerm      = 77  // EX_NOPERM: Redis refused the user name or password
+	exitNoPerm      = 77  // EX_NOPERM: the store refused the user name or password, or a request
 	exitWrongKind   = 78  // EX_CONFIG: the lock is in use as another kind, or a semaphore has fewer permits than asked for
 	exitCannotExec  = 126 // the command is not executable
 	exitNotFound    = 127 // the command was not found
@@ -44,8 +44,8 @@ const exitStatusTable = `  0      success; for run: the command succeeded, or (-
          for it (--wait 0 with --fair, --shared, --exclusive or
          --semaphore), or (--once-per, rarely) the lock kept changing
          hands while run looked for the run of the period
-  77     the store refused the user name or password, or (etcd) a
-         request to this user
+  77     the store refused the user name or password, or (etcd, SQL)
+         a request to this user
   78     run, permits: the lock is in use as another kind (mutex,
          fair-mutex, rwmutex or semaphore): the users of a lock
          disagree on --fair, --shared, --exclusive and --semaphore; or
@@ -138,7 +138,7 @@ func exitStatus(err error) int {
 		return exitUsage
 	case errors.Is(err, distlock.ErrInvalidName):
 		return exitBadName
-	case isAuthError(err), isEtcdAuthError(err):
+	case isAuthError(err), isEtcdAuthError(err), sqlAuthKind(err) != sqlNotAuth:
 		return exitNoPerm
 	case errors.Is(err, distlock.ErrWrongKind):
 		// Before ErrNotAcquired, which it wraps: the answer came from

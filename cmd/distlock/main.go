@@ -1,5 +1,5 @@
-// Command distlock runs commands under distributed locks kept in Redis or
-// etcd, and shows and manages those locks.
+// Command distlock runs commands under distributed locks kept in Redis,
+// etcd, PostgreSQL, MariaDB or MySQL, and shows and manages those locks.
 //
 // Usage:
 //
@@ -8,6 +8,7 @@
 //	distlock list [flags] [PATTERN]
 //	distlock unlock --force [--now] [flags] NAME
 //	distlock permits [flags] NAME N
+//	distlock sql-schema postgres|mysql [--table NAME]
 //	distlock demo [flags]
 //	distlock help [COMMAND]
 //	distlock --version
@@ -29,7 +30,9 @@
 // Every command reads the store's URL from --store (or --redis, for
 // Redis only), else from $DISTLOCK_STORE, else from $REDIS_URL, else uses
 // redis://127.0.0.1:6379; etcd://HOST:2379[,HOST:2379...] names an etcd
-// cluster. See "distlock help COMMAND" for the flags of each command, and
+// cluster, postgres://USER@HOST/DB a PostgreSQL database and
+// mysql://USER@HOST/DB a MariaDB or MySQL one. The sql-schema command
+// prints the SQL that creates the tables of a SQL store. See "distlock help COMMAND" for the flags of each command, and
 // docs/cli.md for the exit statuses and recipes.
 package main
 
@@ -48,14 +51,14 @@ func main() {
 // program name) and returns its exit status.
 func runMain(args []string) int {
 	if len(args) == 0 {
-		return report("distlock", usageErrorf("missing command: run, status, list, unlock, permits or demo (see distlock --help)"))
+		return report("distlock", usageErrorf("missing command: run, status, list, unlock, permits, sql-schema or demo (see distlock --help)"))
 	}
 	global, args, err := leadingGlobalFlags(args)
 	if err != nil {
 		return report("distlock", err)
 	}
 	if len(args) == 0 {
-		return report("distlock", usageErrorf("missing command after %s: run, status, list, unlock, permits or demo (see distlock --help)", strings.Join(global, " ")))
+		return report("distlock", usageErrorf("missing command after %s: run, status, list, unlock, permits, sql-schema or demo (see distlock --help)", strings.Join(global, " ")))
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":

@@ -65,7 +65,7 @@ func runOncePer(rf *storeFlags, o *runOptions, name string, argv []string) error
 		return nil
 	case errors.Is(err, distlock.ErrWrongKind):
 		return wrongKind(s, mutexLocker{Mutex: s.client.Mutex(name)})
-	case errors.Is(err, distlock.ErrUnsupported) && s.etcd != nil:
+	case errors.Is(err, distlock.ErrUnsupported) && s.rdb == nil:
 		// The store keeps no record of a period (on Redis, the error
 		// of a server that is too old: failure says it).
 		return s.unsupported("--once-per", err)

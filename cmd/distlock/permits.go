@@ -82,7 +82,7 @@ func setPermits(rf *storeFlags, name string, n int) error {
 		return notSemaphore(name, before.kind)
 	}
 	if err := sem.SetPermits(ctx, n); err != nil {
-		if errors.Is(err, distlock.ErrUnsupported) && s.etcd != nil {
+		if errors.Is(err, distlock.ErrUnsupported) && s.rdb == nil {
 			return s.unsupported("setting a semaphore's permits (distlock permits)", err)
 		}
 		if errors.Is(err, distlock.ErrWrongKind) { // taken as another kind meanwhile

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,10 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redisstore"
+	"github.com/distlock/distlock/sqlstore"
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,9 +45,10 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // A session is a connection pool to one Redis deployment (a server, a
 // Sentinel-managed master or a Cluster), to each master of a Redlock
-// quorum, or to an etcd cluster, and a distlock Client on it.
+// quorum, to an etcd cluster, or to a SQL database, and a distlock Client
+// on it.
 type session struct {
-	rdb     redis.UniversalClient // the deployment; a Redlock's first master; nil on etcd
+	rdb     redis.UniversalClient // the deployment; a Redlock's first master; nil on etcd and SQL
 	masters []master              // a Redlock's masters; nil otherwise
 	client  *distlock.Client
 	addr    string     // where, for messages (never the password)
@@ -52,6 +58,12 @@ type session struct {
 	etcd      *clientv3.Client // the etcd cluster; nil on Redis
 	endpoints []string         // on etcd: HOST:PORT of each member given
 	silent    string           // on etcd: what may keep it from answering, for messages
+
+	pg       *pgxpool.Pool   // the PostgreSQL database; nil otherwise
+	sqldb    *sql.DB         // the MariaDB or MySQL database; nil otherwise
+	sqlStore *sqlstore.Store // on SQL: the store on pg or sqldb
+	dbms     string          // on SQL: dbmsPostgres or dbmsMySQL, for messages
+	table    string          // on SQL: the table of the locks, for messages
 
 	closed atomic.Bool // Close was called
 }
@@ -78,9 +90,11 @@ func newSession(rf *storeFlags, opts ...distlock.Option) (*session, error) {
 		switch scheme, _, _ := strings.Cut(u.url, "://"); strings.ToLower(scheme) {
 		case etcdScheme, etcdTLSScheme:
 			return newEtcdSession(rf, u, opts)
+		case postgresScheme, postgresqlScheme, mysqlScheme:
+			return newSQLSession(rf, u, opts)
 		case "redis", "rediss":
 		default:
-			return nil, usageErrorf("invalid store URL in %s: want redis://, rediss://, etcd:// or etcds://", u.from)
+			return nil, usageErrorf("invalid store URL in %s: want redis://, rediss://, etcd://, etcds://, postgres:// or mysql://", u.from)
 		}
 	}
 	rdb, addr, tls, err := dialRedisURL(u.url, u.from, rf.tls)
@@ -147,6 +161,10 @@ func dialRedisURL(s, from string, files tlsFiles) (redis.UniversalClient, string
 		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL (give an etcd:// URL with --store)", from)
 	case u.Scheme == etcdScheme || u.Scheme == etcdTLSScheme:
 		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL (give an etcd:// URL with --store or $%s)", from, storeEnv)
+	case isSQLScheme(strings.ToLower(u.Scheme)) && from == "--redis":
+		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL (give a %s:// URL with --store)", from, u.Scheme)
+	case isSQLScheme(strings.ToLower(u.Scheme)):
+		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL (give a %s:// URL with --store or $%s)", from, u.Scheme, storeEnv)
 	case u.Scheme != "redis" && u.Scheme != "rediss":
 		return nil, "", nil, usageErrorf("invalid Redis URL in %s: want a redis:// or rediss:// URL", from)
 	}
@@ -255,6 +273,8 @@ func (s *session) ping(ctx context.Context) error {
 		return s.pingQuorum(ctx)
 	case s.etcd != nil:
 		return s.pingEtcd(ctx)
+	case s.isSQL():
+		return s.pingSQL(ctx)
 	}
 	if err := s.tls.check(ctx); err != nil {
 		return exitf(exitUnavailable, "cannot reach Redis at %s: %v", s.addr, err)
@@ -277,6 +297,8 @@ func (s *session) failure(err error) error {
 		return err
 	case s.etcd != nil:
 		return s.etcdFailure(err)
+	case s.isSQL():
+		return s.sqlFailure(err)
 	case isAuthError(err):
 		return exitf(exitNoPerm, "Redis at %s refused the credentials: %v", s.addr, rootCause(err))
 	case errors.Is(err, distlock.ErrUnsupported):
@@ -333,6 +355,8 @@ func (s *session) Close() {
 		s.closeMasters()
 	case s.etcd != nil:
 		_ = s.etcd.Close()
+	case s.isSQL():
+		s.closeSQL()
 	default:
 		_ = s.rdb.Close()
 	}
@@ -377,10 +401,18 @@ func isRedisError(err error) bool {
 }
 
 // rootCause returns the part of err that says what went wrong with the
-// store: the error reply of Redis or etcd, or the network error, without
+// store: the error reply of Redis, etcd or a SQL database, or the network error, without
 // the layers of context added on the way up; err itself if there is
 // none of them.
 func rootCause(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr
+	}
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		return myErr
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		return rerr

@@ -30,7 +30,7 @@ type storeFlags struct {
 func addStoreFlags(fs *flag.FlagSet) *storeFlags {
 	rf := &storeFlags{prefix: redisstore.DefaultPrefix}
 	fs.StringVar(&rf.store, "store", "",
-		"store `URL`: redis[s]://... (see --redis), or etcd[s]://HOST[:PORT][,...]\n"+
+		"store `URL`: redis[s]://, etcd[s]://, postgres:// or mysql:// (see distlock --help)\n"+
 			"(default $"+storeEnv+", else $REDIS_URL, else "+defaultRedisURL+")")
 	fs.StringVar(&rf.url, "redis", "",
 		"Redis server `URL`: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or\n"+
@@ -43,7 +43,7 @@ func addStoreFlags(fs *flag.FlagSet) *storeFlags {
 		return nil
 	})
 	fs.Func("prefix", "`PREFIX` of the keys of the locks; all users of a lock must use the\n"+
-		"same (default "+redisstore.DefaultPrefix+" on Redis, "+etcdstore.DefaultPrefix+" on etcd)", func(p string) error {
+		"same (default "+redisstore.DefaultPrefix+" on Redis, "+etcdstore.DefaultPrefix+" on etcd; not on SQL)", func(p string) error {
 		rf.prefix, rf.prefixSet = p, true
 		return nil
 	})
@@ -84,10 +84,18 @@ func (rf *storeFlags) resolvedURL() (storeURL, error) {
 	return storeURL{url: defaultRedisURL, from: "the default URL", redisOnly: true}, nil
 }
 
+// scheme is the URL's scheme, in lower case.
+func (u storeURL) scheme() string {
+	scheme, _, _ := strings.Cut(u.url, "://")
+	return strings.ToLower(scheme)
+}
+
 // isEtcd reports whether the URL names an etcd cluster (etcd:// or
 // etcds://), by its scheme alone.
 func (u storeURL) isEtcd() bool {
-	scheme, _, _ := strings.Cut(u.url, "://")
-	scheme = strings.ToLower(scheme)
-	return scheme == etcdScheme || scheme == etcdTLSScheme
+	return u.scheme() == etcdScheme || u.scheme() == etcdTLSScheme
 }
+
+// isSQL reports whether the URL names a SQL database (postgres://,
+// postgresql:// or mysql://), by its scheme alone.
+func (u storeURL) isSQL() bool { return isSQLScheme(u.scheme()) }
