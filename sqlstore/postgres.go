@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/distlock/distlock/store"
@@ -282,4 +283,55 @@ func (p *postgres) onceForget(ctx context.Context, name string) (bool, error) {
 		live, err = pgx.CollectRows(q, pgx.RowTo[bool])
 	}
 	return len(live) > 0 && live[0], err
+}
+
+// takeFree implements fastPath.
+func (p *postgres) takeFree(ctx context.Context, r store.Request, f freeTake) (uint64, bool, error) {
+	var token int64
+	err := p.pool.QueryRow(ctx, `WITH c AS (SELECT `+pgClock+` AS us)
+		UPDATE `+p.table+` t SET kind = 'mutex', owner_id = $2, token = GREATEST(t.token + 1, c.us), rev = t.rev + 1,
+			expires_at = 'epoch'::timestamptz + (c.us + $3) * interval '1 microsecond',
+			state = $4 || GREATEST(t.token + 1, c.us)::text || $5 || (c.us + $3)::text || $6 || (c.us / 1000)::text || $7
+		FROM c WHERE t.name = $1 AND t.state = '{}'
+		RETURNING t.token`,
+		r.Name, store.OwnerID(r.Owner), f.lease, f.beforeToken, f.beforeUntil, f.beforeSince, f.end).Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	return uint64(token), err == nil, err
+}
+
+// releaseOnly implements fastPath.
+func (p *postgres) releaseOnly(ctx context.Context, r store.Request) (bool, error) {
+	holds := `[{"id":` + strconv.FormatUint(r.Hold, 10) + `,"side":109}]`
+	if r.Hold == 0 {
+		holds = ""
+	}
+	// A release that grants nothing may be lost in a crash: the lock then
+	// stays held until its lease ends (see step.relaxed).
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(`UPDATE `+p.table+` SET kind = '', owner_id = NULL, expires_at = NULL, rev = rev + 1, state = '{}'
+		WHERE name = $1 AND kind = 'mutex'
+			AND state::jsonb - 'holders' = '{"kind":"mutex"}'::jsonb
+			AND jsonb_array_length(state::jsonb -> 'holders') = 1
+			AND state::jsonb #>> '{holders,0,owner}' = $2
+			AND ($3 = '' OR state::jsonb #> '{holders,0,holds}' = $3::jsonb)
+			AND (state::jsonb #>> '{holders,0,until}')::bigint > `+pgClock,
+		r.Name, r.Owner, holds)
+	b.Queue(`COMMIT`)
+	br := p.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var n int64
+	for i := range 4 {
+		tag, err := br.Exec()
+		if err != nil {
+			return false, err
+		}
+		if i == 2 {
+			n = tag.RowsAffected()
+		}
+	}
+	return n == 1, nil
 }

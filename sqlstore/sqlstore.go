@@ -368,6 +368,11 @@ func (s *Store) one(ctx context.Context, name string, create bool, fn func(r *ro
 
 // Acquire implements store.Store.
 func (s *Store) Acquire(ctx context.Context, r store.Request) (store.Grant, error) {
+	if f := s.fast(r); f != nil {
+		if g, ok, err := s.takeFast(ctx, f, r); ok || err != nil {
+			return g, err
+		}
+	}
 	var g store.Grant
 	err := s.one(ctx, r.Name, true, func(row *row, st *step) error {
 		var err error
@@ -422,6 +427,11 @@ func (s *Store) AcquireAll(ctx context.Context, rs []store.Request) ([]store.Gra
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, error) {
+	if f := s.fast(r); f != nil {
+		if ok, err := s.releaseFast(ctx, f, r); ok || err != nil {
+			return store.Freed, err
+		}
+	}
 	out := store.NotOwner
 	err := s.one(ctx, r.Name, false, func(row *row, st *step) error {
 		if row == nil {
