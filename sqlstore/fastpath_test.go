@@ -1,11 +1,19 @@
 package sqlstore
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sqltest"
 	"github.com/distlock/distlock/store"
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestFreeTakeIsTake: the state the fast path writes is, byte for byte,
@@ -35,5 +43,99 @@ func TestFreeTakeIsTake(t *testing.T) {
 		if got != string(want) {
 			t.Errorf("fast path state\n%s\ngeneral path state\n%s", got, want)
 		}
+	}
+}
+
+// counted counts the transactions a store's dialect begins.
+type counted struct {
+	dialect
+	fastPath
+	begun atomic.Int64
+}
+
+func (c *counted) begin(ctx context.Context) (transaction, error) {
+	c.begun.Add(1)
+	return c.dialect.begin(ctx)
+}
+
+// TestFastPathTaken: once a lock's row exists, an uncontended Lock and
+// Unlock begin no transaction on either database (each is one
+// statement), and the row a fast Lock leaves is the general path's: a
+// contended attempt, which goes the general way, reads it and refuses.
+func TestFastPathTaken(t *testing.T) {
+	for _, db := range []struct {
+		name string
+		// start starts a server, and returns how to make stores on it.
+		start func(t *testing.T) func() *Store
+	}{
+		{"PostgreSQL", func(t *testing.T) func() *Store {
+			pg := sqltest.StartPostgres(t)
+			return func() *Store {
+				p, err := pgxpool.New(t.Context(), pg.DSN())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(p.Close)
+				return NewPostgres(p)
+			}
+		}},
+		{"MariaDB", func(t *testing.T) func() *Store {
+			m := sqltest.StartMariaDB(t)
+			return func() *Store {
+				d, err := sql.Open("mysql", m.DSN())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { d.Close() })
+				return NewMySQL(d)
+			}
+		}},
+	} {
+		t.Run(db.name, func(t *testing.T) {
+			open := db.start(t)
+			s := open()
+			c := &counted{dialect: s.db, fastPath: s.db.(fastPath)}
+			s.db = c
+			lc := distlock.New(s, distlock.WithLogger(nil))
+			defer lc.Close()
+			other := distlock.New(open(), distlock.WithLogger(nil))
+			defer other.Close()
+			pair := func() *distlock.Lease {
+				l, err := lc.Mutex("fast").Lock(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			l := pair() // makes the row: the general way
+			if err := l.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			before := c.begun.Load()
+			l = pair()
+			if err := l.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if n := c.begun.Load() - before; n != 0 {
+				t.Fatalf("an uncontended Lock and Unlock began %d transactions, want 0", n)
+			}
+			l = pair()
+			if _, err := other.Mutex("fast").TryLock(t.Context()); !errors.Is(err, distlock.ErrNotAcquired) {
+				t.Fatalf("another client's TryLock of a lock taken the fast way: %v", err)
+			}
+			if err := l.Unlock(t.Context()); err != nil { // the general way: a refused caller may wait
+				t.Fatal(err)
+			}
+			l2, err := other.Mutex("fast").TryLock(t.Context())
+			if err != nil {
+				t.Fatalf("after the fast release: %v", err)
+			}
+			if l2.Token() <= l.Token() {
+				t.Fatalf("token %d after %d", l2.Token(), l.Token())
+			}
+			if err := l2.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
