@@ -29,14 +29,17 @@
 //	SELECT name, kind, owner_id, expires_at FROM distlock_locks WHERE expires_at > now();
 //
 // Each step of the store (an acquisition, a release, a renewal of up to
-// 100 locks) is one transaction: it locks the rows it needs with SELECT …
-// FOR UPDATE, in name order (so that two steps never wait for each other
-// in a cycle), reads the database's clock, applies the step to the lock's
-// state (a JSON column: holders, queue, abandoned owners), writes it back
-// and commits. On PostgreSQL that is two round trips (BEGIN and the
-// reads in one, the writes, NOTIFY and COMMIT in the other). Rows are made
-// on first use, by a statement of their own outside any transaction
-// (MySQL's gap locks never come into play), and are never deleted.
+// 100 locks) reads the lock's row with the database's clock, applies the
+// step to the lock's state (a JSON column: holders, queue, abandoned
+// owners) and writes it back, atomically: on PostgreSQL in one
+// transaction that locks its rows with SELECT … FOR UPDATE, in name order
+// (so that two steps never wait for each other in a cycle), in two round
+// trips (BEGIN and the reads in one, the writes, NOTIFY and COMMIT in the
+// other); on MySQL by a compare-and-swap (see Failures). Taking a free
+// mutex and releasing the only hold of one nobody waits for are one
+// statement each. Rows are made on first use, by a statement of their own
+// outside any transaction (MySQL's gap locks never come into play), and
+// are never deleted.
 //
 // # Leases and clocks
 //
@@ -87,6 +90,24 @@
 // have applied: the Client counts it as possibly applied, as it does for
 // every store, and gives the owner up (an abandonment mark in the row
 // refuses the owner's late requests).
+//
+// A release that grants nothing commits on PostgreSQL with
+// synchronous_commit off: Unlock returns before it is on disk, and a
+// crash of the server within a few hundred milliseconds (three times
+// wal_writer_delay) loses it. The lock is then held, by an owner that no
+// longer renews it, until its lease ends: nobody else gets it before
+// (safe), but it is unavailable for up to a lease after the crash.
+//
+// A step on PostgreSQL is a transaction of two round trips that holds its
+// rows locked in between; a client that goes silent there (a partition,
+// a frozen process) has its session ended by the server after half a
+// second (idle_in_transaction_session_timeout, set for the step only),
+// not when TCP keepalive notices, hours later. On MySQL a step holds no
+// row across round trips: it reads its row, and writes it back with a
+// compare-and-swap on the row's rev in one statement, starting again if
+// another step wrote it meanwhile; so MultiMutex takes its members one
+// after another there (all or none still: the Client gives back those it
+// took if one is refused), and renewals are a step per lock.
 //
 // What holds on failover: the store is as durable as the database's
 // commits. A replica promoted after an asynchronous primary failed may

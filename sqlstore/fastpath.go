@@ -80,7 +80,7 @@ func (s *Store) takeFast(ctx context.Context, f fastPath, r store.Request) (stor
 	}
 	token, ok, err := f.takeFree(ctx, r, newFreeTake(r, s.host, s.pid))
 	if err != nil || !ok {
-		return store.Grant{}, false, backendErr(err)
+		return store.Grant{}, false, s.hint(backendErr(err))
 	}
 	return store.Grant{Acquired: true, Token: token, Holds: 1, Seq: r.Seq, Lease: r.Lease}, true, nil
 }
@@ -91,5 +91,5 @@ func (s *Store) releaseFast(ctx context.Context, f fastPath, r store.Request) (b
 		return false, err
 	}
 	ok, err := f.releaseOnly(ctx, r)
-	return ok, backendErr(err)
+	return ok, s.hint(backendErr(err))
 }

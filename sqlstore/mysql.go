@@ -103,22 +103,37 @@ func statements(file string) []string {
 	return out
 }
 
-func (m *mysql) begin(ctx context.Context) (transaction, error) {
-	// The server's isolation level, not READ COMMITTED (one statement
-	// more per step): the steps read only with FOR UPDATE, which reads
-	// the latest committed rows at any level, by their primary key; the
-	// gap locks REPEATABLE READ adds where a name has no row yet last
-	// until the transaction rolls back to make it, which it does at once.
-	tx, err := m.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &myTx{m: m, tx: tx}, nil
+// begin implements dialect. A step on MySQL holds no transaction open
+// across round trips: it reads its row (plainly: InnoDB's consistent read
+// waits for no lock), and writes it back with a compare-and-swap on the
+// row's rev, a single statement that commits on its own; if the row
+// changed in between, nothing was written, and the step starts again. So a
+// client that goes silent mid-step (a partition, a frozen process) holds
+// no row locked behind it: MySQL has no timeout for a transaction left
+// idle (MariaDB's idle_transaction_timeout is per session, and the
+// sessions are the caller's), and TCP keepalive would take hours. A step
+// writes one row: MultiMutex takes its members one after another
+// (store.AcquireEach), and renewals are a step per lock.
+func (m *mysql) begin(context.Context) (transaction, error) {
+	return &myStep{m: m, revs: map[string]uint64{}}, nil
 }
 
-type myTx struct {
-	m  *mysql
-	tx *sql.Tx
+// singleRow implements oneRowSteps.
+func (m *mysql) singleRow() bool { return true }
+
+// conn takes a connection of the pool: failing, nothing was sent.
+func (m *mysql) conn(ctx context.Context) (*sql.Conn, error) {
+	c, err := m.db.Conn(ctx)
+	if err != nil {
+		return nil, unsent(err)
+	}
+	return c, nil
+}
+
+// A myStep is a step's view of its row: the rev it read.
+type myStep struct {
+	m    *mysql
+	revs map[string]uint64
 }
 
 // The statements of the steps carry their values as literals, not
@@ -142,16 +157,16 @@ func in(names []string) string {
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
-func (t *myTx) lock(ctx context.Context, names []string) ([]*row, int64, error) {
-	// The clock is read with the rows, at the statement's start, before
-	// it waits for their locks: an earlier now is safe (it judges a lease
-	// still running, and sets one that ends sooner, never later, than a
-	// later now would).
-	q, err := t.tx.QueryContext(ctx, `SELECT name, token, rev, state, `+myClock+` FROM `+t.m.table+` WHERE name IN `+in(names)+` ORDER BY name FOR UPDATE`)
+func (t *myStep) lock(ctx context.Context, names []string) ([]*row, int64, error) {
+	q, err := t.m.db.QueryContext(ctx, `SELECT name, token, rev, state, `+myClock+` FROM `+t.m.table+` WHERE name IN `+in(names))
 	if err != nil {
 		return nil, 0, err
 	}
-	return scanSQLRows(q, true)
+	rows, now, err := scanSQLRows(q, true)
+	for _, r := range rows {
+		t.revs[r.name] = r.rev
+	}
+	return rows, now, err
 }
 
 // scanSQLRows reads rows of name, token, rev, state, and with clock the
@@ -180,35 +195,101 @@ func scanSQLRows(q *sql.Rows, clock bool) ([]*row, int64, error) {
 	return out, now, q.Err()
 }
 
-func (t *myTx) commit(ctx context.Context, rows []*row, _ []notice, _ bool) error {
+// commit writes the step's row if the step changed it, by a
+// compare-and-swap on its rev: errConflict (nothing written) if another
+// step wrote it since it was read.
+func (t *myStep) commit(ctx context.Context, rows []*row, _ []notice, _ bool) error {
+	var dirty []*row
 	for _, r := range rows {
-		if !r.dirty() {
-			continue
+		if r.dirty() {
+			dirty = append(dirty, r)
 		}
-		w := r.encode()
-		owner, expires := "NULL", "NULL"
-		if w.owner != nil {
-			owner = text(*w.owner)
-			expires = "TIMESTAMPADD(MICROSECOND, " + strconv.FormatInt(w.expires.UnixMicro(), 10) + ", '1970-01-01 00:00:00')"
+	}
+	switch len(dirty) {
+	case 0:
+		return nil
+	case 1:
+	default:
+		return unsent(errors.New("a MySQL step writes one row")) // never: see begin
+	}
+	r := dirty[0]
+	w := r.encode()
+	owner, expires := "NULL", "NULL"
+	if w.owner != nil {
+		owner = text(*w.owner)
+		expires = "TIMESTAMPADD(MICROSECOND, " + strconv.FormatInt(w.expires.UnixMicro(), 10) + ", '1970-01-01 00:00:00')"
+	}
+	c, err := t.m.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.ExecContext(ctx, `UPDATE `+t.m.table+` SET kind = `+text(w.kind)+`, owner_id = `+owner+
+		`, expires_at = `+expires+`, token = `+strconv.FormatUint(r.token, 10)+`, rev = rev + 1, state = `+text(w.state)+
+		` WHERE name = `+binary(r.name)+` AND rev = `+strconv.FormatUint(t.revs[r.name], 10))
+	if err != nil && t.m.retryable(err) {
+		return errConflict // a deadlock or a lock wait timed out: rolled back
+	}
+	if err != nil {
+		return myErr(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		if err == nil {
+			err = errConflict
 		}
-		if _, err := t.tx.ExecContext(ctx, `UPDATE `+t.m.table+` SET kind = `+text(w.kind)+`, owner_id = `+owner+
-			`, expires_at = `+expires+`, token = `+strconv.FormatUint(r.token, 10)+`, rev = rev + 1, state = `+text(w.state)+
-			` WHERE name = `+binary(r.name)); err != nil {
-			_ = t.tx.Rollback()
+		return err
+	}
+	return nil
+}
+
+func (t *myStep) rollback() {}
+
+// saveOnce writes the record in one statement that selects the lock's
+// row as the step read it (its rev): if the row changed since, nothing is
+// written, and the step starts again (errConflict).
+func (t *myStep) saveOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) error {
+	rev := strconv.FormatUint(t.revs[name], 10)
+	res, err := t.m.db.ExecContext(ctx, `INSERT INTO `+t.m.table+`_once (name, period, token, at, pid, host, err, keep_until)
+		SELECT name, `+strconv.FormatUint(rec.Period, 10)+`, `+strconv.FormatUint(rec.Token, 10)+`,
+			TIMESTAMPADD(MICROSECOND, `+strconv.FormatInt(rec.At.UnixMicro(), 10)+`, '1970-01-01 00:00:00'),
+			`+strconv.Itoa(rec.PID)+`, `+text(rec.Host)+`, `+text(rec.Err)+`,
+			TIMESTAMPADD(MICROSECOND, `+strconv.FormatInt(keep.Microseconds(), 10)+`, UTC_TIMESTAMP(6))
+		FROM `+t.m.table+` WHERE name = `+binary(name)+` AND rev = `+rev+`
+		ON DUPLICATE KEY UPDATE period = VALUES(period), token = VALUES(token), at = VALUES(at), pid = VALUES(pid),
+			host = VALUES(host), err = VALUES(err), keep_until = VALUES(keep_until)`)
+	if err != nil {
+		return myErr(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	// Nothing written: the lock's row changed, or the record was there
+	// already, the same (a repeated step).
+	var now uint64
+	if err := t.m.db.QueryRowContext(ctx, `SELECT rev FROM `+t.m.table+` WHERE name = `+binary(name)).Scan(&now); err != nil {
+		return err
+	}
+	if now != t.revs[name] {
+		return errConflict
+	}
+	return nil
+}
+
+// myErr marks the failure of a statement that certainly did not apply:
+// the server refused it (the driver's message of a server error starts
+// with "Error <number>"; its type is not imported), but for the errors of
+// a statement cut short (a killed query or connection, a shutdown), which
+// may have applied.
+func myErr(err error) error {
+	s := err.Error()
+	for _, cut := range []string{"Error 1927", "Error 1053", "Error 1317", "Error 2013"} {
+		if strings.HasPrefix(s, cut) {
 			return err
 		}
 	}
-	return t.tx.Commit()
-}
-
-func (t *myTx) rollback() { _ = t.tx.Rollback() }
-
-func (t *myTx) saveOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO `+t.m.table+`_once (name, period, token, at, pid, host, err, keep_until)
-		VALUES (?, ?, ?, TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00'), ?, ?, ?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)))
-		ON DUPLICATE KEY UPDATE period = VALUES(period), token = VALUES(token), at = VALUES(at), pid = VALUES(pid),
-			host = VALUES(host), err = VALUES(err), keep_until = VALUES(keep_until)`,
-		[]byte(name), rec.Period, rec.Token, rec.At.UnixMicro(), rec.PID, rec.Host, rec.Err, keep.Microseconds())
+	if strings.HasPrefix(s, "Error ") {
+		return unsent(err)
+	}
 	return err
 }
 
@@ -259,6 +340,9 @@ func (m *mysql) retryable(err error) bool {
 	return strings.Contains(s, "Error 1213") || strings.Contains(s, "Error 1205")
 }
 
+// missingTable: ER_NO_SUCH_TABLE.
+func (m *mysql) missingTable(err error) bool { return strings.Contains(err.Error(), "Error 1146") }
+
 func (m *mysql) onceRead(ctx context.Context, name string) (int64, store.Record, bool, error) {
 	var now int64
 	var period, token, at sql.NullInt64
@@ -293,14 +377,19 @@ func (m *mysql) onceForget(ctx context.Context, name string) (bool, error) {
 func (m *mysql) takeFree(ctx context.Context, r store.Request, f freeTake) (uint64, bool, error) {
 	next := `GREATEST(token + 1, ` + myClock + `)`
 	until := `(` + myClock + ` + ` + strconv.FormatInt(f.lease, 10) + `)`
-	res, err := m.db.ExecContext(ctx, `UPDATE `+m.table+` SET
+	c, err := m.conn(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer c.Close()
+	res, err := c.ExecContext(ctx, `UPDATE `+m.table+` SET
 		state = CONCAT(`+text(f.beforeToken)+`, `+next+`, `+text(f.beforeUntil)+`, `+until+`, `+
 		text(f.beforeSince)+`, `+myClock+` DIV 1000, `+text(f.end)+`),
 		token = LAST_INSERT_ID(`+next+`), kind = 'mutex', owner_id = `+text(store.OwnerID(r.Owner))+`,
 		expires_at = TIMESTAMPADD(MICROSECOND, `+until+`, '1970-01-01 00:00:00'), rev = rev + 1
 		WHERE name = `+binary(r.Name)+` AND state = '{}'`)
 	if err != nil {
-		return 0, false, err
+		return 0, false, myErr(err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return 0, false, err
@@ -317,14 +406,19 @@ func (m *mysql) releaseOnly(ctx context.Context, r store.Request) (bool, error) 
 		holds = ` AND JSON_LENGTH(state, '$.holders[0].holds') = 1
 			AND JSON_EXTRACT(state, '$.holders[0].holds[0].id') = ` + strconv.FormatUint(r.Hold, 10)
 	}
-	res, err := m.db.ExecContext(ctx, `UPDATE `+m.table+` SET kind = '', owner_id = NULL, expires_at = NULL,
+	c, err := m.conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	res, err := c.ExecContext(ctx, `UPDATE `+m.table+` SET kind = '', owner_id = NULL, expires_at = NULL,
 		rev = rev + 1, state = '{}'
 		WHERE name = `+binary(r.Name)+` AND kind = 'mutex' AND JSON_LENGTH(state) = 2
 			AND JSON_LENGTH(state, '$.holders') = 1
 			AND JSON_UNQUOTE(JSON_EXTRACT(state, '$.holders[0].owner')) = `+text(r.Owner)+holds+`
 			AND CAST(JSON_EXTRACT(state, '$.holders[0].until') AS SIGNED) > `+myClock)
 	if err != nil {
-		return false, err
+		return false, myErr(err)
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err

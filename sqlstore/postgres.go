@@ -68,7 +68,7 @@ func (p *postgres) migrate(ctx context.Context) error {
 }
 
 func (p *postgres) begin(ctx context.Context) (transaction, error) {
-	c, err := p.pool.Acquire(ctx)
+	c, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +88,7 @@ func (t *pgTx) lock(ctx context.Context, names []string) ([]*row, int64, error) 
 	// it.
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(stepIdleTimeout)
 	b.Queue(`SELECT name, token, rev, state, `+pgClock+` FROM `+t.p.table+` WHERE name = ANY($1) ORDER BY name FOR UPDATE`, names)
 	br := t.c.SendBatch(ctx, b)
 	rows, now, err := readLocked(br)
@@ -97,9 +98,20 @@ func (t *pgTx) lock(ctx context.Context, names []string) ([]*row, int64, error) 
 	return rows, now, err
 }
 
+// stepIdleTimeout makes the server end the session of a step whose
+// client goes silent while its transaction holds rows (a partition, a
+// frozen process), long before TCP keepalive would notice (hours): the
+// rows are free again for the other steps, their holders' renewals among
+// them. A healthy client is idle in a step's transaction for a round
+// trip; half of MinLease leaves the renewals of the shortest lease time
+// to be confirmed behind such a step.
+const stepIdleTimeout = `SET LOCAL idle_in_transaction_session_timeout = 500`
+
 func readLocked(br pgx.BatchResults) ([]*row, int64, error) {
-	if _, err := br.Exec(); err != nil {
-		return nil, 0, err
+	for range 2 { // BEGIN, SET LOCAL
+		if _, err := br.Exec(); err != nil {
+			return nil, 0, err
+		}
 	}
 	q, err := br.Query()
 	if err != nil {
@@ -214,6 +226,11 @@ func (p *postgres) retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
+func (p *postgres) missingTable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01"
+}
+
 // listen implements listener, on a connection of its own made with the
 // pool's settings.
 func (p *postgres) listen(ctx context.Context, up func(), got func(string)) error {
@@ -287,8 +304,13 @@ func (p *postgres) onceForget(ctx context.Context, name string) (bool, error) {
 
 // takeFree implements fastPath.
 func (p *postgres) takeFree(ctx context.Context, r store.Request, f freeTake) (uint64, bool, error) {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer c.Release()
 	var token int64
-	err := p.pool.QueryRow(ctx, `WITH c AS (SELECT `+pgClock+` AS us)
+	err = c.QueryRow(ctx, `WITH c AS (SELECT `+pgClock+` AS us)
 		UPDATE `+p.table+` t SET kind = 'mutex', owner_id = $2, token = GREATEST(t.token + 1, c.us), rev = t.rev + 1,
 			expires_at = 'epoch'::timestamptz + (c.us + $3) * interval '1 microsecond',
 			state = $4 || GREATEST(t.token + 1, c.us)::text || $5 || (c.us + $3)::text || $6 || (c.us / 1000)::text || $7
@@ -298,7 +320,27 @@ func (p *postgres) takeFree(ctx context.Context, r store.Request, f freeTake) (u
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
-	return uint64(token), err == nil, err
+	return uint64(token), err == nil, pgErr(err)
+}
+
+// acquire takes a connection of the pool: failing, nothing was sent.
+func (p *postgres) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	c, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, unsent(err)
+	}
+	return c, nil
+}
+
+// pgErr marks the failure of a statement (in a transaction of its own)
+// that certainly did not apply: it was never sent, or the server refused
+// it with an ERROR, which rolls its transaction back.
+func pgErr(err error) error {
+	var pe *pgconn.PgError
+	if err != nil && (pgconn.SafeToRetry(err) || errors.As(err, &pe) && pe.Severity == "ERROR") {
+		return unsent(err)
+	}
+	return err
 }
 
 // releaseOnly implements fastPath.
@@ -321,13 +363,18 @@ func (p *postgres) releaseOnly(ctx context.Context, r store.Request) (bool, erro
 			AND (state::jsonb #>> '{holders,0,until}')::bigint > `+pgClock,
 		r.Name, r.Owner, holds)
 	b.Queue(`COMMIT`)
-	br := p.pool.SendBatch(ctx, b)
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.Release()
+	br := c.SendBatch(ctx, b)
 	defer br.Close()
 	var n int64
 	for i := range 4 {
 		tag, err := br.Exec()
 		if err != nil {
-			return false, err
+			return false, pgErr(err)
 		}
 		if i == 2 {
 			n = tag.RowsAffected()

@@ -164,7 +164,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	if s.cfg.migrate {
 		if err := s.db.migrate(ctx); err != nil {
-			return unsent(fmt.Errorf("creating distlock's tables (or make the store WithoutMigration and apply the schema yourself): %w", err))
+			return unsent(fmt.Errorf("checking or creating distlock's tables (or make the store WithoutMigration and apply the schema yourself): %w", err))
 		}
 	}
 	s.ready = true
@@ -235,6 +235,8 @@ type dialect interface {
 	// retryable reports whether err aborted a transaction that can be
 	// tried again (a deadlock, a serialization failure).
 	retryable(err error) bool
+	// missingTable reports whether err says that a table does not exist.
+	missingTable(err error) bool
 	onceTable
 }
 
@@ -254,6 +256,15 @@ type transaction interface {
 	saveOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) error
 }
 
+// errConflict is a commit's outcome when another step wrote a row since
+// this one read it: nothing was written, and transact starts the step
+// again.
+var errConflict = fmt.Errorf("%w: the row changed", store.ErrUnsent)
+
+// A oneRowSteps dialect writes one row per step (see mysql.begin): the
+// store makes MultiMutex's members and renewals steps of their own.
+type oneRowSteps interface{ singleRow() bool }
+
 // errDiscard makes transact roll back: the step's outcome is returned,
 // but nothing of it is written.
 var errDiscard = errors.New("discard")
@@ -270,10 +281,11 @@ var errDiscard = errors.New("discard")
 // now or later (a transaction whose connection breaks is rolled back by
 // the server): such a failure is wrapped with store.ErrUnsent. A commit
 // that fails has an unknown outcome.
-func (s *Store) transact(ctx context.Context, names []string, create bool, fn func(w *work) error) error {
+func (s *Store) transact(ctx context.Context, names []string, create bool, fn func(w *work) error) (err error) {
 	if err := s.prepare(ctx); err != nil {
 		return err
 	}
+	defer func() { err = s.hint(err) }()
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
 	for attempt := 0; ; attempt++ {
 		tx, err := s.db.begin(ctx)
@@ -322,6 +334,9 @@ func (s *Store) transact(ctx context.Context, names []string, create bool, fn fu
 			relaxed = relaxed && n.Type == noticeRelease
 		}
 		if err := tx.commit(ctx, rows, notices, relaxed); err != nil {
+			if errors.Is(err, errConflict) && attempt < 100 && ctx.Err() == nil {
+				continue // nothing was written: the step starts again
+			}
 			return backendErr(err)
 		}
 		s.hub.local(notices)
@@ -336,6 +351,15 @@ type work struct {
 	rows  map[string]*row
 	steps map[string]*step
 	tx    transaction
+}
+
+// hint adds to an error that says the store's table does not exist
+// what to do about it.
+func (s *Store) hint(err error) error {
+	if err == nil || !s.db.missingTable(err) {
+		return err
+	}
+	return fmt.Errorf("%w (the store was made WithoutMigration: apply sqlstore.PostgresSchema or MySQLSchema with table %q, or `distlock sql-schema`)", err, s.cfg.table)
 }
 
 // missing returns the names that have no row in rows.
@@ -385,6 +409,9 @@ func (s *Store) Acquire(ctx context.Context, r store.Request) (store.Grant, erro
 // AcquireAll implements store.Store: all the members in one transaction,
 // taken all or none.
 func (s *Store) AcquireAll(ctx context.Context, rs []store.Request) ([]store.Grant, error) {
+	if _, ok := s.db.(oneRowSteps); ok {
+		return store.AcquireEach(ctx, s, rs)
+	}
 	names := make([]string, len(rs))
 	for i, r := range rs {
 		names[i] = r.Name
@@ -460,8 +487,12 @@ const renewBatch = 100
 // Renew implements store.Store: the requests in transactions of up to
 // renewBatch locks each.
 func (s *Store) Renew(ctx context.Context, rs []store.Request, report func(int, store.Grant, error)) {
-	for start := 0; start < len(rs); start += renewBatch {
-		part := rs[start:min(start+renewBatch, len(rs))]
+	batch := renewBatch
+	if _, ok := s.db.(oneRowSteps); ok {
+		batch = 1
+	}
+	for start := 0; start < len(rs); start += batch {
+		part := rs[start:min(start+batch, len(rs))]
 		names := make([]string, len(part))
 		for i, r := range part {
 			names[i] = r.Name
