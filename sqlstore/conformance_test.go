@@ -25,11 +25,13 @@ func pool(t testing.TB, dsn string) *pgxpool.Pool {
 }
 
 func TestConformancePostgres(t *testing.T) {
+	t.Parallel() // each on a server of its own; most of the suite waits for leases
 	pg := sqltest.StartPostgres(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return sqlstore.NewPostgres(pool(t, pg.DSN())) })
 }
 
 func TestConformancePostgresPolling(t *testing.T) {
+	t.Parallel() // each on a server of its own; most of the suite waits for leases
 	pg := sqltest.StartPostgres(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return sqlstore.NewPostgres(pool(t, pg.DSN()), sqlstore.WithoutNotify())
@@ -37,6 +39,7 @@ func TestConformancePostgresPolling(t *testing.T) {
 }
 
 func TestConformanceMariaDB(t *testing.T) {
+	t.Parallel() // each on a server of its own; most of the suite waits for leases
 	m := sqltest.StartMariaDB(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return sqlstore.NewMySQL(mysqlDB(t, m.DSN())) })
 }
@@ -57,6 +60,7 @@ func mysqlDB(t testing.TB, dsn string) *sql.DB {
 // session advisory lock would be left on a backend another client gets):
 // the store's steps are each one transaction, and its waiters poll.
 func TestConformancePgBouncer(t *testing.T) {
+	t.Parallel() // each on a server of its own; most of the suite waits for leases
 	pg := sqltest.StartPostgres(t)
 	bouncer := sqltest.StartPgBouncer(t, pg)
 	storetest.Run(t, func(t *testing.T) store.Store {

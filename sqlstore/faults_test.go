@@ -1346,11 +1346,11 @@ type faultStaller struct {
 	// marker is in the text of the step's first statement: its SELECT …
 	// FOR UPDATE on PostgreSQL; on MySQL, whose steps hold no row across
 	// round trips, its plain read.
-	marker   []byte
-	armed    atomic.Bool // the next marked statement run is the last request to go out
-	stalled  atomic.Int32
-	mu       sync.Mutex
-	kept     []net.Conn // the stalled connections, closed at heal
+	marker  []byte
+	armed   atomic.Bool // the next marked statement run is the last request to go out
+	stalled atomic.Int32
+	mu      sync.Mutex
+	kept    []net.Conn // the stalled connections, closed at heal
 }
 
 func (s *faultStaller) dial(ctx context.Context, network, addr string) (net.Conn, error) {
