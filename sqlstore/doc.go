@@ -123,7 +123,8 @@
 // pg_advisory_xact_lock or GET_LOCK, so that Clients starting together do
 // not race); WithoutMigration makes it use them as they are, for teams
 // that apply PostgresSchema or MySQLSchema with their own migrations
-// (`distlock sql-schema postgres` prints it).
+// (`distlock sql-schema postgres` prints it), or run Store.Migrate in a
+// deployment step that has the privileges to create tables.
 //
 // The store never closes the pool or database given to it: close them
 // after the Client.

@@ -65,8 +65,8 @@ func WithTable(name string) Option {
 
 // WithoutMigration makes the store use its tables as they are, for teams
 // that create them with their own migrations (PostgresSchema,
-// MySQLSchema): by default the store creates them on first use if they
-// are missing.
+// MySQLSchema) or with Store.Migrate: by default the store creates them on
+// first use if they are missing.
 func WithoutMigration() Option {
 	return func(c *config) { c.migrate = false }
 }
@@ -149,6 +149,25 @@ func (s *Store) Validate(kind store.Kind, lease, queue time.Duration) error {
 // close the pool or database given to the constructor.
 func (s *Store) Close() error {
 	s.hub.close()
+	return nil
+}
+
+// Migrate creates the store's tables now if they are missing (under an
+// advisory lock, so that processes starting together do not race), even
+// on a store made WithoutMigration: for a deployment step that runs with
+// the privileges to create tables, before the application, which then
+// needs only to read and write them. A store that migrates (the default)
+// does the same at its first use.
+func (s *Store) Migrate(ctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	s.migrated.Lock()
+	defer s.migrated.Unlock()
+	if err := s.db.migrate(ctx); err != nil {
+		return backendErr(fmt.Errorf("creating distlock's tables: %w", err))
+	}
+	s.ready = true
 	return nil
 }
 

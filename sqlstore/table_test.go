@@ -210,7 +210,8 @@ func TestSchemaOnFirstUse(t *testing.T) {
 
 // TestSchemaAppliedByHand: the schema PostgresSchema and MySQLSchema
 // print, applied by hand, is what a store WithoutMigration uses; without
-// it, such a store's first operation fails and says why.
+// it, such a store's first operation fails and says why; Migrate makes
+// the tables of such a store.
 func TestSchemaAppliedByHand(t *testing.T) {
 	t.Run("PostgreSQL", func(t *testing.T) {
 		t.Parallel()
@@ -229,6 +230,15 @@ func TestSchemaAppliedByHand(t *testing.T) {
 			t.Fatal(err)
 		}
 		lockWith(t, c)
+
+		// Migrate makes the tables of a store made WithoutMigration.
+		m := sqlstore.NewPostgres(p, sqlstore.WithoutMigration(), sqlstore.WithTable("migrated"))
+		if err := m.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		cm := distlock.New(m, distlock.WithLogger(nil))
+		defer cm.Close()
+		lockWith(t, cm)
 	})
 	t.Run("MariaDB", func(t *testing.T) {
 		t.Parallel()
@@ -247,6 +257,15 @@ func TestSchemaAppliedByHand(t *testing.T) {
 			t.Fatal(err)
 		}
 		lockWith(t, c)
+
+		// Migrate makes the tables of a store made WithoutMigration.
+		mg := sqlstore.NewMySQL(db, sqlstore.WithoutMigration(), sqlstore.WithTable("migrated"))
+		if err := mg.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		cm := distlock.New(mg, distlock.WithLogger(nil))
+		defer cm.Close()
+		lockWith(t, cm)
 	})
 }
 
