@@ -75,7 +75,10 @@ func WithoutMigration() Option {
 // does, instead of listening for notifications: for a database reached
 // through a pooler in transaction mode (PgBouncer's pool_mode =
 // transaction), where LISTEN does not work. Waiters then learn of a
-// release within the poll interval rather than at once.
+// release within the poll interval rather than at once. Behind such a
+// pooler, pgx must not cache prepared statements either: give the pool
+// default_query_exec_mode=exec (or simple_protocol) in its connection
+// string.
 func WithoutNotify() Option {
 	return func(c *config) { c.notify = false }
 }
