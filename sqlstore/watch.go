@@ -314,24 +314,30 @@ func (s *Store) Watch(ctx context.Context, name string, kind store.Kind, wake fu
 	if err := h.baseline(ctx, name); err != nil {
 		return nil, err
 	}
+	return join(h, h.wakers, name, w), nil
+}
+
+// join adds w to the watchers of name in m (a map of the hub's), and
+// returns the function that takes it out again.
+func join[W comparable](h *hub, m map[string]map[W]struct{}, name string, w W) func() {
 	h.mu.Lock()
-	if h.wakers[name] == nil {
-		h.wakers[name] = map[*func(store.Notice)]struct{}{}
+	if m[name] == nil {
+		m[name] = map[W]struct{}{}
 	}
-	h.wakers[name][w] = struct{}{}
+	m[name][w] = struct{}{}
 	h.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			delete(h.wakers[name], w)
-			if len(h.wakers[name]) == 0 {
-				delete(h.wakers, name)
+			delete(m[name], w)
+			if len(m[name]) == 0 {
+				delete(m, name)
 			}
 			h.forget(name)
 		})
-	}, nil
+	}
 }
 
 // WatchRevoked implements store.RevokeWatcher. Where the store polls, only
@@ -367,23 +373,5 @@ func (s *Store) WatchLeader(ctx context.Context, name string, fn func(store.Anno
 	if err := h.baseline(ctx, name); err != nil {
 		return nil, err
 	}
-	w := &leaderWatch{fn: fn}
-	h.mu.Lock()
-	if h.leaders[name] == nil {
-		h.leaders[name] = map[*leaderWatch]struct{}{}
-	}
-	h.leaders[name][w] = struct{}{}
-	h.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			delete(h.leaders[name], w)
-			if len(h.leaders[name]) == 0 {
-				delete(h.leaders, name)
-			}
-			h.forget(name)
-		})
-	}, nil
+	return join(h, h.leaders, name, &leaderWatch{fn: fn}), nil
 }
