@@ -148,6 +148,7 @@ type chaosRun struct {
 	ack      bool                // Sentinel mode with WithReplicaAck(1, sentinelAckTimeout)
 	redlock  *redlockRun         // the Redlock mode's masters' faults, nil otherwise
 	etcd     *etcdRun            // the etcd mode's cluster, proxies and timeline, nil otherwise (etcd_chaos_test.go)
+	sql      *sqlRun             // the SQL mode's server, proxies and timeline, nil otherwise (sql_chaos_test.go)
 	clients  int                 // client processes at any time
 	storeSrv *redistest.Server
 	ctl      redis.UniversalClient // direct to the lock server(s), for the scheduler
@@ -473,8 +474,9 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 			addrs = append(addrs, p.Listen)
 		}
 		lockAddr = strings.Join(addrs, ",")
-	case r.etcd != nil:
-		// The etcd client is given its proxies' endpoints (cfg.Etcd).
+	case r.etcd != nil, r.sql != nil:
+		// The etcd client is given its proxies' endpoints (cfg.Etcd), the
+		// SQL one its proxy's DSN (cfg.SQL).
 	case r.sentinel == nil:
 		lockAddr = r.proxies[slot].Listen
 	}
@@ -514,6 +516,9 @@ func (r *chaosRun) spawn(slot int) *clientProc {
 		if !slices.Contains(r.etcd.kinds, "multi") {
 			cfg.MultiRate = 0
 		}
+	}
+	if r.sql != nil {
+		r.sql.configure(&cfg, slot)
 	}
 	if r.sentinel != nil {
 		cfg.SentinelAddrs, cfg.MasterName = r.sentinel.SentinelAddrs(), r.sentinel.MasterName()

@@ -91,6 +91,11 @@ type clientConfig struct {
 	// LongRate is the share of holds that outlive the lease (0: 5 %),
 	// whose renewals meet the faults.
 	LongRate float64
+	// SQL: the lock store is sqlstore, on the database of this DSN
+	// (through this client's proxy; LockAddr is unused), of SQLFlavor
+	// "postgres" or "mariadb" (sqlclient_test.go).
+	SQL       string
+	SQLFlavor string
 }
 
 // chaosClient is the state of one client process.
@@ -110,6 +115,8 @@ type chaosClient struct {
 	renewed, renewFailed, lost atomic.Int64
 
 	extras sync.WaitGroup // the holders and waiters made for Close (queueBeforeClose)
+
+	sqlClose func() // closes the SQL mode's pool or database, nil otherwise
 
 	mu          sync.Mutex
 	owners      map[string]int64 // name/token -> owner, for the Lost event
@@ -137,8 +144,9 @@ func runChaosClient(cfgJSON string) int {
 		queueNotify: make(chan struct{})}
 	c.seq.Store(int64(cfg.ID) * 1_000_000)
 	switch {
-	case len(cfg.Etcd) > 0:
-		// No Redis client: the etcd client is made with the locks, below.
+	case len(cfg.Etcd) > 0 || cfg.SQL != "":
+		// No Redis client: the etcd client or SQL pool is made with the
+		// locks, below.
 	case len(cfg.SentinelAddrs) > 0:
 		c.rdb = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:    cfg.MasterName,
@@ -195,6 +203,11 @@ func runChaosClient(cfgJSON string) int {
 	case len(cfg.Etcd) > 0:
 		if err := c.newEtcdLocks(opts); err != nil {
 			fmt.Fprintln(os.Stderr, "etcd client:", err)
+			return 2
+		}
+	case cfg.SQL != "":
+		if err := c.newSQLLocks(opts); err != nil {
+			fmt.Fprintln(os.Stderr, "sql client:", err)
 			return 2
 		}
 	case cfg.Redlock:
@@ -270,6 +283,9 @@ func runChaosClient(cfgJSON string) int {
 	}
 	if c.etcd != nil {
 		c.etcd.Close()
+	}
+	if c.sqlClose != nil {
+		c.sqlClose()
 	}
 	c.store.Close()
 	var leakText string

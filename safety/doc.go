@@ -61,6 +61,13 @@
 //     acquisitions wait, clients cut off (their proxies paused) and holders
 //     stopped or killed; the server's timeline is a watch of the store's
 //     prefix on every member and samples of its revision (no MONITOR).
+//     TestChaosSQL (sql_chaos_test.go, sqlclient_test.go) runs the same
+//     workload on sqlstore over one PostgreSQL server (sqltest), and
+//     TestChaosSQLMariaDB, shorter, over one MariaDB server, from client
+//     processes that each reach it through a proxy of their own, with
+//     server kills and restarts, server stops, clients cut off or their
+//     connections reset, and holders stopped or killed; the server's
+//     timeline is a sampler that reads the whole table every 20 ms.
 //   - monitor_fair_test.go, monitor_shared_test.go: the MONITOR
 //     reconstruction of fair hand-overs (a grant inside another owner's
 //     release), of the shared kinds' holders and of elections, under names

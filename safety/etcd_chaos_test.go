@@ -22,6 +22,7 @@ import (
 	"github.com/distlock/distlock/etcdstore"
 	"github.com/distlock/distlock/etcdtest"
 	"github.com/distlock/distlock/redistest"
+	"github.com/distlock/distlock/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -276,13 +277,23 @@ func runChaosEtcd(t *testing.T, dur time.Duration) {
 	}
 }
 
-// etcdKinds probes which kinds the store serves (a try of each on a name
-// of its own: an unsupported kind is refused with ErrUnsupported before any
-// request), adds the names of the kinds of etcdChaosKinds that it serves,
-// and returns those kinds.
+// etcdKinds probes which kinds etcdstore serves and adds the names of
+// those of etcdChaosKinds (probeKinds), and returns those kinds.
 func (r *chaosRun) etcdKinds() []string {
 	e := r.etcd
-	admin := distlock.New(etcdstore.New(e.ctl), distlock.WithLogger(nil))
+	kinds, unsupported, nowServed := r.probeKinds(etcdstore.New(e.ctl), "etcd", "etcdChaosKinds (etcd_chaos_test.go)", etcdChaosKinds, etcdstore.MinLease)
+	e.report.Unsupported, e.report.NowServed = unsupported, nowServed
+	return kinds
+}
+
+// probeKinds probes which kinds the store st serves (a try of each on a
+// name of its own: an unsupported kind is refused with ErrUnsupported
+// before any request), adds the names of the kinds of listed that it
+// serves (a queue timeout no shorter than minQueue, the store's floor),
+// and returns those kinds, the listed kinds it refuses, and those it
+// serves that are not listed (where, in list, names the list).
+func (r *chaosRun) probeKinds(st store.Store, mode, list string, listed []string, minQueue time.Duration) (kinds, unsupported, nowServed []string) {
+	admin := distlock.New(st, distlock.WithLogger(nil))
 	defer func() {
 		if err := admin.Close(); err != nil {
 			r.t.Errorf("the probe's client: %v", err)
@@ -310,34 +321,33 @@ func (r *chaosRun) etcdKinds() []string {
 		case errors.Is(err, distlock.ErrUnsupported):
 			continue
 		case err != nil:
-			r.t.Logf("etcd: the probe of %s failed (%v): counted as served", k, err)
+			r.t.Logf("%s: the probe of %s failed (%v): counted as served", mode, k, err)
 		default:
 			_ = l.Unlock(ctx)
 		}
 		served[k] = true
 	}
-	var kinds []string
-	for _, k := range etcdChaosKinds {
+	for _, k := range listed {
 		if !served[k] {
-			e.report.Unsupported = append(e.report.Unsupported, k)
-			r.t.Logf("etcd: %s is listed in etcdChaosKinds but etcdstore refuses it with ErrUnsupported: left out", k)
+			unsupported = append(unsupported, k)
+			r.t.Logf("%s: %s is listed in %s but the store refuses it with ErrUnsupported: left out", mode, k, list)
 			continue
 		}
 		kinds = append(kinds, k)
 	}
 	for _, k := range []string{"elect", "fair", "rw", "sem"} {
-		if served[k] && !slices.Contains(etcdChaosKinds, k) {
-			e.report.NowServed = append(e.report.NowServed, k)
-			r.t.Logf("etcd: etcdstore serves %s now: add it to etcdChaosKinds (etcd_chaos_test.go) to run it here", k)
+		if served[k] && !slices.Contains(listed, k) {
+			nowServed = append(nowServed, k)
+			r.t.Logf("%s: the store serves %s now: add it to %s to run it here", mode, k, list)
 		}
 	}
 	if slices.Contains(kinds, "fair") {
 		for i := 0; i < *flagFair; i++ {
 			name := chaosName("fair", i)
 			r.names = append(r.names, name)
-			// etcd's places are keys on leases, with its floor: a queue
-			// timeout of half a lease (TestChaos's even names) is refused.
-			r.fair[name] = []time.Duration{max(r.lease/2, etcdstore.MinLease), 2 * r.lease}[i%2]
+			// The store's floor: a queue timeout of half a lease
+			// (TestChaos's even names) may be refused.
+			r.fair[name] = []time.Duration{max(r.lease/2, minQueue), 2 * r.lease}[i%2]
 		}
 	}
 	if slices.Contains(kinds, "elect") {
@@ -361,15 +371,19 @@ func (r *chaosRun) etcdKinds() []string {
 			r.sem[name] = semCapacity
 		}
 	}
-	return kinds
+	return kinds, unsupported, nowServed
 }
 
-// scheduleEtcd injects faults until end: every kind once in a seeded
-// order, with one quiet stretch of 3.5–4.5 leases in the middle of that
-// round (a window for the linearizability check, which leaves out two
-// leases after every disruptive fault), then kinds at random, one quiet
-// stretch in four; between faults 0.15–0.5 lease.
-func (r *chaosRun) scheduleEtcd(end time.Time) {
+// scheduleEtcd injects faults until end (scheduleRounds).
+func (r *chaosRun) scheduleEtcd(end time.Time) { r.scheduleRounds(end, r.injectEtcd) }
+
+// scheduleRounds injects faults with inject until end: every kind once in
+// a seeded order, with one quiet stretch of 3.5–4.5 leases in the middle
+// of that round (a window for the linearizability check, which leaves out
+// two leases after every disruptive fault), then kinds at random, one
+// quiet stretch in four; between faults 0.15–0.5 lease. The etcd and SQL
+// modes' schedule.
+func (r *chaosRun) scheduleRounds(end time.Time, inject func(kind string, frac func(lo, hi float64) time.Duration)) {
 	rng, L := r.rng, r.lease
 	frac := func(lo, hi float64) time.Duration {
 		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(L))
@@ -394,7 +408,7 @@ func (r *chaosRun) scheduleEtcd(end time.Time) {
 		if time.Now().Add(2 * L).After(end) {
 			return
 		}
-		r.injectEtcd(kind, frac)
+		inject(kind, frac)
 		gap := frac(0.15, 0.5)
 		if n == len(order)/2 || n >= len(order) && rng.Intn(4) == 0 {
 			gap = frac(3.5, 4.5)
@@ -769,54 +783,12 @@ func (r *chaosRun) checkEtcd(rep *chaosReport, byName map[string][]*acquisition,
 
 	// The acquisition transactions, by owner (placeID): the first, and
 	// the calls they are for.
-	type callKey struct {
-		owner int64
-		name  string
-	}
-	calls := map[callKey]*acquisition{}
-	for name, as := range byName {
-		for _, a := range as {
-			k := callKey{a.acq.Owner, name}
-			if a.acq.Multi {
-				k.owner = a.acq.Group
-				if a.acq.Owner == a.acq.Group {
-					er.Multi.Calls++
-					if a.ok() {
-						er.Multi.Acquired++
-					}
-				}
-			}
-			calls[k] = a
-		}
-	}
-	first := map[string]record{}
-	placesOf := map[*acquisition][]string{}
-	abf := map[string][]int64{}
-	abok := map[string][]int64{}
-	mayHold := map[string]bool{} // owners with an acquisition transaction not refused
-	errsOf := map[int][]record{}
+	oc := tieOwners(byName, reqs)
+	er.Multi.Calls, er.Multi.Acquired = oc.multiCalls, oc.multiAcquired
+	placesOf := oc.placesOf
 	for _, q := range reqs {
-		switch q.K {
-		case "abf":
-			abf[q.Place] = append(abf[q.Place], q.T)
-		case "abok":
-			abok[q.Place] = append(abok[q.Place], q.T)
-		case "rpcerr":
-			errsOf[q.Client] = append(errsOf[q.Client], q)
-		case "wcomp":
+		if q.K == "wcomp" {
 			er.Timeline.ClientWatchesCompacted++
-		case "enq":
-			if q.Res != "refused" {
-				mayHold[q.Place] = true
-			}
-			if f, ok := first[q.Place]; !ok || q.Call < f.Call {
-				first[q.Place] = q
-			}
-		}
-	}
-	for id, q := range first {
-		if a := calls[callKey{q.Owner, q.Name}]; q.Owner != 0 && a != nil {
-			placesOf[a] = append(placesOf[a], id)
 		}
 	}
 
@@ -892,35 +864,21 @@ func (r *chaosRun) checkEtcd(rep *chaosReport, byName map[string][]*acquisition,
 		id := placeID(t.Owner)
 		byOwner[id] = append(byOwner[id], t)
 	}
-	ids := make([]string, 0, len(first))
-	for id := range first {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		q := first[id]
+	for _, id := range oc.ids() {
 		g.Owners++
-		a := calls[callKey{q.Owner, q.Name}]
-		switch {
-		case q.Owner == 0 || a == nil:
+		a, verdict, after, unconfirmed := oc.giveUp(id)
+		switch verdict {
+		case giveUpUnlinked:
 			g.Unlinked++
 			continue
-		case a.ok():
+		case giveUpSuccess:
 			g.OfSuccesses++
 			continue
-		}
-		ret := a.acq.Ret
-		after := ret + int64(giveUpMargin)
-		if slices.ContainsFunc(abf[id], func(at int64) bool { return at <= after }) ||
-			slices.ContainsFunc(errsOf[a.proc.id], func(e record) bool { return e.Ret >= a.acq.Call && e.Ret <= after }) {
+		case giveUpCleanup:
 			g.ExcludedCleanup++
 			continue
 		}
-		// The engine returns without its clean-up's confirmation once
-		// giveUpWait has passed (a store slow to answer), and the clean-up
-		// goes on: a key of such an owner left after the return is
-		// excused, counted.
-		unconfirmed := mayHold[id] && !slices.ContainsFunc(abok[id], func(at int64) bool { return at <= after })
+		ret := a.acq.Ret
 		g.Checked++
 		for _, t := range byOwner[id] {
 			switch {
@@ -958,6 +916,121 @@ func (r *chaosRun) checkEtcd(rep *chaosReport, byName map[string][]*acquisition,
 		}
 		er.Compactions = append(er.Compactions, fmt.Sprintf("%s; %d Lock calls under way throughout (%d of the cut-off client)", f.Detail, waiting, cutOff))
 	}
+}
+
+// callKey names an acquisition call of the histories: the owner number
+// its context carried (a MultiMutex's: its first member's, Group) and the
+// lock name.
+type callKey struct {
+	owner int64
+	name  string
+}
+
+// ownerCalls ties the owner ids of the store's acquisition requests, as
+// the clients recorded them (enq records: the owner's placeID and the
+// number the caller's context carried), to the calls of the histories;
+// with the clean-ups the clients saw fail (abf) or confirmed (abok), and
+// the other failed requests of each process (rpcerr). The etcd and SQL
+// modes' timeline checks rest on it.
+type ownerCalls struct {
+	calls    map[callKey]*acquisition
+	first    map[string]record // each owner's first acquisition request
+	placesOf map[*acquisition][]string
+	abf      map[string][]int64
+	abok     map[string][]int64
+	mayHold  map[string]bool // owners with an acquisition request that may have taken or queued
+	errsOf   map[int][]record
+	// multiCalls, multiAcquired count the MultiMutex calls, and those
+	// that succeeded.
+	multiCalls, multiAcquired int
+}
+
+func tieOwners(byName map[string][]*acquisition, reqs []record) *ownerCalls {
+	o := &ownerCalls{calls: map[callKey]*acquisition{}, first: map[string]record{}, placesOf: map[*acquisition][]string{},
+		abf: map[string][]int64{}, abok: map[string][]int64{}, mayHold: map[string]bool{}, errsOf: map[int][]record{}}
+	for name, as := range byName {
+		for _, a := range as {
+			k := callKey{a.acq.Owner, name}
+			if a.acq.Multi {
+				k.owner = a.acq.Group
+				if a.acq.Owner == a.acq.Group {
+					o.multiCalls++
+					if a.ok() {
+						o.multiAcquired++
+					}
+				}
+			}
+			o.calls[k] = a
+		}
+	}
+	for _, q := range reqs {
+		switch q.K {
+		case "abf":
+			o.abf[q.Place] = append(o.abf[q.Place], q.T)
+		case "abok":
+			o.abok[q.Place] = append(o.abok[q.Place], q.T)
+		case "rpcerr":
+			o.errsOf[q.Client] = append(o.errsOf[q.Client], q)
+		case "enq":
+			// Refused, never sent (the SQL mode's ErrUnsent) or of
+			// another kind: nothing taken, no place.
+			if q.Res != "refused" && q.Res != "unsent" && q.Res != "wrongkind" {
+				o.mayHold[q.Place] = true
+			}
+			if f, ok := o.first[q.Place]; !ok || q.Call < f.Call {
+				o.first[q.Place] = q
+			}
+		}
+	}
+	for id, q := range o.first {
+		if a := o.calls[callKey{q.Owner, q.Name}]; q.Owner != 0 && a != nil {
+			o.placesOf[a] = append(o.placesOf[a], id)
+		}
+	}
+	return o
+}
+
+// ids returns the owners recorded, sorted.
+func (o *ownerCalls) ids() []string {
+	ids := make([]string, 0, len(o.first))
+	for id := range o.first {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// The give-up check's verdicts on an owner (ownerCalls.giveUp).
+const (
+	giveUpUnlinked = "unlinked" // tied to no call of the histories
+	giveUpSuccess  = "success"  // its call succeeded: not a give-up
+	giveUpCleanup  = "cleanup"  // a clean-up or other request of its process failed by the return: left out
+	giveUpChecked  = "checked"
+)
+
+// giveUp ties owner id to its call a and says whether the give-up check
+// applies to it (verdict), from when (after: the call's return and
+// giveUpMargin), and whether its abandonment was not confirmed by then
+// (unconfirmed: the engine returns without its clean-up's confirmation
+// once giveUpWait has passed, a store slow to answer, and the clean-up
+// goes on: what such an owner left after the return is excused,
+// counted).
+func (o *ownerCalls) giveUp(id string) (a *acquisition, verdict string, after int64, unconfirmed bool) {
+	q := o.first[id]
+	a = o.calls[callKey{q.Owner, q.Name}]
+	switch {
+	case q.Owner == 0 || a == nil:
+		return a, giveUpUnlinked, 0, false
+	case a.ok():
+		return a, giveUpSuccess, 0, false
+	}
+	after = a.acq.Ret + int64(giveUpMargin)
+	if slices.ContainsFunc(o.abf[id], func(at int64) bool { return at <= after }) ||
+		slices.ContainsFunc(o.errsOf[a.proc.id], func(e record) bool { return e.Ret >= a.acq.Call && e.Ret <= after }) {
+		return a, giveUpCleanup, after, false
+	}
+	unconfirmed = o.mayHold[id] && !slices.ContainsFunc(o.abok[id], func(at int64) bool { return at <= after })
+	return a, giveUpChecked, after, unconfirmed
 }
 
 // redactKey replaces the owner id in a mark key (a secret) by its
