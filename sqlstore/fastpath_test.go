@@ -139,3 +139,62 @@ func TestFastPathTaken(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalsAreReads: on PostgreSQL, once a refused caller has marked
+// the lock's release as to be told, further refusals by the same holder
+// begin no transaction (they are read from the committed row), and the
+// release still wakes the waiter.
+func TestRefusalsAreReads(t *testing.T) {
+	pg := sqltest.StartPostgres(t)
+	open := func() *Store {
+		p, err := pgxpool.New(t.Context(), pg.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return NewPostgres(p)
+	}
+	holder := distlock.New(open(), distlock.WithLogger(nil))
+	defer holder.Close()
+	s := open()
+	c := &counted{dialect: s.db, fastPath: s.db.(fastPath)}
+	s.db = c
+	other := distlock.New(s, distlock.WithLogger(nil))
+	defer other.Close()
+
+	l, err := holder.Mutex("busy").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Mutex("busy").TryLock(t.Context()); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryLock of a held lock: %v", err)
+	}
+	before := c.begun.Load()
+	for range 3 {
+		if _, err := other.Mutex("busy").TryLock(t.Context()); !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Fatalf("TryLock of a held lock: %v", err)
+		}
+	}
+	if n := c.begun.Load() - before; n != 0 {
+		t.Fatalf("three refusals began %d transactions, want 0", n)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l2, err := other.Mutex("busy").Lock(t.Context())
+		if err == nil {
+			err = l2.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second): // the holder's lease is 30 s: a release that was not told would time out here
+		t.Fatal("the waiter was not woken by the release")
+	}
+}

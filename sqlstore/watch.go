@@ -35,7 +35,7 @@ type hub struct {
 	running  bool          // the listener or the poller runs
 	up       chan struct{} // closed while the listener listens
 	revs     map[string]uint64
-	terms    map[string]uint64 // poller: the last leader term seen per election
+	since    map[string]time.Time // poller: when each watched name began to be watched
 }
 
 type leaderWatch struct {
@@ -46,7 +46,7 @@ type leaderWatch struct {
 func newHub(s *Store) *hub {
 	h := &hub{s: s, wakers: map[string]map[*func(store.Notice)]struct{}{},
 		revokers: map[*func(string, string)]struct{}{}, leaders: map[string]map[*leaderWatch]struct{}{},
-		up: make(chan struct{}), revs: map[string]uint64{}, terms: map[string]uint64{}}
+		up: make(chan struct{}), revs: map[string]uint64{}, since: map[string]time.Time{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -196,15 +196,18 @@ func (h *hub) lost() {
 	}
 }
 
-// poll reads the rows of the watched locks every poll interval (jittered),
-// and tells the watchers of those that changed: a plain mutex's waiters
-// try again, a queued kind's grants to live holders are delivered as
-// notices (the engine ignores grantees that are not its own), and an
-// election's observers hear of a new leader.
+// poll reads the rows of the watched locks, and tells the watchers of
+// those that changed: a plain mutex's waiters try again, a queued kind's
+// grants to live holders are delivered as notices (the engine ignores
+// grantees that are not its own), and an election's observers hear of a
+// new leader. It backs off: soon after a lock began to be watched it
+// looks every minPoll (a short critical section ends soon), then at an
+// eighth of the time the youngest watch has lasted, up to the poll
+// interval; jittered by a tenth either way.
 func (h *hub) poll() {
 	defer h.wg.Done()
-	every := h.s.cfg.poll
 	for {
+		every := h.nextPoll()
 		jitter := time.Duration(rand.Int64N(int64(every)/5 + 1))
 		select {
 		case <-h.ctx.Done():
@@ -229,6 +232,21 @@ func (h *hub) poll() {
 			h.check(names[start:min(start+500, len(names))])
 		}
 	}
+}
+
+// minPoll is how often the poller looks at a lock just begun to be
+// watched.
+const minPoll = 2 * time.Millisecond
+
+// nextPoll is how long the poller waits before its next look.
+func (h *hub) nextPoll() time.Duration {
+	every := h.s.cfg.poll
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.since {
+		every = min(every, max(time.Since(t)/8, minPoll))
+	}
+	return every
 }
 
 // check reads the rows of names and tells the watchers of those that
@@ -291,6 +309,7 @@ func (h *hub) baseline(ctx context.Context, name string) error {
 		if len(rows) > 0 {
 			h.revs[name] = rows[0].rev
 		}
+		h.since[name] = time.Now()
 	}
 	return nil
 }
@@ -299,6 +318,7 @@ func (h *hub) baseline(ctx context.Context, name string) error {
 func (h *hub) forget(name string) {
 	if len(h.wakers[name]) == 0 && len(h.leaders[name]) == 0 {
 		delete(h.revs, name)
+		delete(h.since, name)
 	}
 }
 
