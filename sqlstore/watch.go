@@ -36,6 +36,7 @@ type hub struct {
 	up       chan struct{} // closed while the listener listens
 	revs     map[string]uint64
 	since    map[string]time.Time // poller: when each watched name began to be watched
+	kick     chan struct{}        // poller: a name began to be watched: look again soon
 }
 
 type leaderWatch struct {
@@ -46,7 +47,8 @@ type leaderWatch struct {
 func newHub(s *Store) *hub {
 	h := &hub{s: s, wakers: map[string]map[*func(store.Notice)]struct{}{},
 		revokers: map[*func(string, string)]struct{}{}, leaders: map[string]map[*leaderWatch]struct{}{},
-		up: make(chan struct{}), revs: map[string]uint64{}, since: map[string]time.Time{}}
+		up: make(chan struct{}), revs: map[string]uint64{}, since: map[string]time.Time{},
+		kick: make(chan struct{}, 1)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -212,6 +214,8 @@ func (h *hub) poll() {
 		select {
 		case <-h.ctx.Done():
 			return
+		case <-h.kick:
+			continue // a wait began: the next look is minPoll away
 		case <-time.After(every - every/10 + jitter):
 		}
 		h.mu.Lock()
@@ -310,6 +314,10 @@ func (h *hub) baseline(ctx context.Context, name string) error {
 			h.revs[name] = rows[0].rev
 		}
 		h.since[name] = time.Now()
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }
