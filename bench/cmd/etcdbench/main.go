@@ -16,13 +16,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/etcdbench"
@@ -70,17 +67,15 @@ func main() {
 	timeout := flag.Duration("timeout", 40*time.Minute, "hard limit for the whole invocation")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the clients (this process, not the server's) to this file")
 	flag.Parse()
-	if *cpuProfile != "" {
-		stop, err := harness.StartCPUProfile(*cpuProfile)
-		if err != nil {
-			fatal(err)
-		}
-		defer stop()
+	stop, err := harness.StartCPUProfile(*cpuProfile)
+	if err != nil {
+		fatal(err)
 	}
+	defer stop()
 
 	c.libs = []string{etcdbench.Concurrency}
-	for _, l := range strings.Split(*libsFlag, ",") {
-		if l = strings.TrimSpace(l); l != "" && l != etcdbench.Concurrency {
+	for _, l := range harness.SplitList(*libsFlag) {
+		if l != etcdbench.Concurrency {
 			if !slices.Contains(etcdbench.HandoverLibs, l) {
 				fatal(fmt.Errorf("unknown library %q", l))
 			}
@@ -95,57 +90,35 @@ func main() {
 		}
 		sizes = append(sizes, n)
 	}
-	scenarios := strings.Split(*scen, ",")
+	scenarios := harness.SplitList(*scen)
 	if c.runs < 1 || c.rounds < 1 || c.duration <= 0 || c.parallel < 1 || c.clients < 1 || c.goroutines < 1 {
 		fatal(errors.New("-runs, -rounds, -duration, -parallel, -clients and -goroutines must be positive"))
 	}
 
-	var serverCPUs []int
-	if *pin {
-		var err error
-		if serverCPUs, _, err = harness.PinApart(); err != nil {
-			fatal(err)
-		}
+	serverCPUs, err := harness.PinServers(*pin)
+	if err != nil {
+		fatal(err)
 	}
-	time.AfterFunc(*timeout, func() { logf("-timeout %v exceeded; stopping", *timeout); stopAll(); os.Exit(1) })
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { s := <-sig; logf("got %v; stopping", s); stopAll(); os.Exit(1) }()
+	harness.StopOnSignalOrTimeout(*timeout, stopAll)
 
-	var md strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&md, format, args...) }
-	start := time.Now()
-	load0 := harness.LoadAvg()
-	w("Command: `go run ./cmd/etcdbench %s` (from `bench/`).\n\n", strings.Join(os.Args[1:], " "))
+	inv := harness.NewInvocation("etcdbench")
+	w := inv.W
 	for _, n := range sizes {
-		if has(scenarios, "a", "b", "c", "e") {
+		if harness.HasAny(scenarios, "a", "b", "c", "e") {
 			r := runRates(c, etcdbench.ServerConfig{Members: n}, scenarios, serverCPUs)
 			reportRates(w, c, n, scenarios, r)
 		}
 	}
-	if has(scenarios, "w") {
+	if harness.HasAny(scenarios, "w") {
 		sweep(w, c, serverCPUs)
 	}
-	if has(scenarios, "s") {
+	if harness.HasAny(scenarios, "s") {
 		scaleRun(w, c, serverCPUs)
 	}
-	w("%s\n", machine(load0, harness.LoadAvg(), time.Since(start), serverCPUs))
-	fmt.Print(md.String())
-	if *out != "" {
-		if err := etcdbench.Splice(*out, md.String()); err != nil {
-			fatal(err)
-		}
-		logf("report written into %s", *out)
+	w("%s\n", machine(inv.Load0, harness.LoadAvg(), time.Since(inv.Start), serverCPUs))
+	if err := inv.Print(*out, etcdbench.Splice); err != nil {
+		fatal(err)
 	}
-}
-
-func has(scens []string, any ...string) bool {
-	for _, s := range scens {
-		if slices.Contains(any, strings.TrimSpace(s)) {
-			return true
-		}
-	}
-	return false
 }
 
 var servers []*etcdbench.Server
@@ -208,14 +181,13 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 		closeAll(ls)
 	}
 	for run := range c.runs {
-		for k := range rateLibs {
-			lib := rateLibs[(run+k)%len(rateLibs)]
+		for _, lib := range harness.Rotated(rateLibs, run) {
 			if _, ok := r.Unsupported[lib]; ok {
 				continue
 			}
 			p := fmt.Sprintf("%s/%d/%s/", tag, run, lib)
 			for _, sc := range []string{"a", "b"} {
-				if !has(scenarios, sc) {
+				if !harness.HasAny(scenarios, sc) {
 					continue
 				}
 				ls := lockers(r, lib, srv, 1)
@@ -237,10 +209,10 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 				// (the clients', with the harness's small share).
 				r.Add(sc, lib, "scpu", float64(scpu.Microseconds())/pairs)
 				r.Add(sc, lib, "ccpu", float64(ccpu.Microseconds())/pairs)
-				logf("%s %s run %d %-16s %8.0f pairs/s, CPU per pair: server %.0f µs, client %.0f µs", tag, sc, run+1, lib, v,
+				harness.Logf("%s %s run %d %-16s %8.0f pairs/s, CPU per pair: server %.0f µs, client %.0f µs", tag, sc, run+1, lib, v,
 					float64(scpu.Microseconds())/pairs, float64(ccpu.Microseconds())/pairs)
 			}
-			if has(scenarios, "c") {
+			if harness.HasAny(scenarios, "c") {
 				ls := lockers(r, lib, srv, c.clients)
 				if ls == nil {
 					continue
@@ -253,10 +225,10 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 				r.Add("c", lib, "jain", cr.Jain)
 				r.Add("c", lib, "viol", float64(cr.Violations))
 				r.Add("c", lib, "hold", float64(cr.HoldMean)/1e6)
-				logf("%s c run %d %-16s %8.0f changes/s %8.0f acq/s Jain %.3f violations %d hold %v", tag, run+1, lib, cr.ChangesPerS, cr.AcqPerS, cr.Jain, cr.Violations, cr.HoldMean)
+				harness.Logf("%s c run %d %-16s %8.0f changes/s %8.0f acq/s Jain %.3f violations %d hold %v", tag, run+1, lib, cr.ChangesPerS, cr.AcqPerS, cr.Jain, cr.Violations, cr.HoldMean)
 			}
 		}
-		if has(scenarios, "e") {
+		if harness.HasAny(scenarios, "e") {
 			pauses := []time.Duration{c.pause}
 			if c.longPause > 0 {
 				pauses = append(pauses, c.longPause)
@@ -266,8 +238,7 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 				if pi == 1 {
 					scen = "e2"
 				}
-				for k := range c.libs {
-					lib := c.libs[(run+k)%len(c.libs)]
+				for _, lib := range harness.Rotated(c.libs, run) {
 					if _, ok := r.Unsupported[lib]; ok {
 						continue
 					}
@@ -279,7 +250,7 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 					closeAll(ls)
 					check(err, scen, lib)
 					addHandover(r, scen, lib, hr)
-					logf("%s %s run %d %-16s p50 %v p99 %v release p50 %v unsynced watchers at release %.0f%% of rounds", tag, scen, run+1, lib,
+					harness.Logf("%s %s run %d %-16s p50 %v p99 %v release p50 %v unsynced watchers at release %.0f%% of rounds", tag, scen, run+1, lib,
 						harness.Percentile(hr.Handovers, 50), harness.Percentile(hr.Handovers, 99), harness.Percentile(hr.Releases, 50), 100*r.Values(scen, lib, "slow")[len(r.Values(scen, lib, "slow"))-1])
 				}
 			}
@@ -331,12 +302,12 @@ func reportRates(w func(string, ...any), c config, members int, scenarios []stri
 		for _, l := range ls {
 			titles = append(titles, etcdbench.Title(l))
 		}
-		tableHeader(w, "measure", titles)
+		harness.TableHeader(w, "measure", titles)
 	}
-	if has(scenarios, "a", "b", "c") {
+	if harness.HasAny(scenarios, "a", "b", "c") {
 		header(libs)
 		line := func(name, scen, metric string, f func(float64) string, ratio bool) {
-			if !has(scenarios, scen) {
+			if !harness.HasAny(scenarios, scen) {
 				return
 			}
 			w("| %s |", name)
@@ -345,20 +316,20 @@ func reportRates(w func(string, ...any), c config, members int, scenarios []stri
 			}
 			w("\n")
 		}
-		line("(a) 1 goroutine, a new key per pair: pairs/s, ÷ concurrency", "a", "ops", etcdbench.Num, true)
-		line(fmt.Sprintf("(b) %d goroutines, a key each: pairs/s, ÷ concurrency", c.parallel), "b", "ops", etcdbench.Num, true)
-		line("(a) CPU per pair, server: µs, ÷ concurrency", "a", "scpu", etcdbench.Num, true)
-		line("(a) CPU per pair, clients: µs, ÷ concurrency", "a", "ccpu", etcdbench.Num, true)
-		line("(b) CPU per pair, server: µs, ÷ concurrency", "b", "scpu", etcdbench.Num, true)
-		line("(b) CPU per pair, clients: µs, ÷ concurrency", "b", "ccpu", etcdbench.Num, true)
-		line(fmt.Sprintf("(c) %d clients × %d goroutines on one key, hold %v: **owner changes/s**, ÷ concurrency", c.clients, c.goroutines, c.hold), "c", "changes", etcdbench.Num, true)
-		line("(c) acquisitions/s", "c", "acq", etcdbench.Num, false)
-		line("(c) **Jain** over the goroutines' acquisitions", "c", "jain", etcdbench.Fix3, false)
-		line("(c) hold measured (ms)", "c", "hold", etcdbench.Fix3, false)
-		line("(c) mutual-exclusion violations (max over runs is what counts; must be 0)", "c", "viol", etcdbench.Num, false)
+		line("(a) 1 goroutine, a new key per pair: pairs/s, ÷ concurrency", "a", "ops", harness.Num, true)
+		line(fmt.Sprintf("(b) %d goroutines, a key each: pairs/s, ÷ concurrency", c.parallel), "b", "ops", harness.Num, true)
+		line("(a) CPU per pair, server: µs, ÷ concurrency", "a", "scpu", harness.Num, true)
+		line("(a) CPU per pair, clients: µs, ÷ concurrency", "a", "ccpu", harness.Num, true)
+		line("(b) CPU per pair, server: µs, ÷ concurrency", "b", "scpu", harness.Num, true)
+		line("(b) CPU per pair, clients: µs, ÷ concurrency", "b", "ccpu", harness.Num, true)
+		line(fmt.Sprintf("(c) %d clients × %d goroutines on one key, hold %v: **owner changes/s**, ÷ concurrency", c.clients, c.goroutines, c.hold), "c", "changes", harness.Num, true)
+		line("(c) acquisitions/s", "c", "acq", harness.Num, false)
+		line("(c) **Jain** over the goroutines' acquisitions", "c", "jain", harness.Fix3, false)
+		line("(c) hold measured (ms)", "c", "hold", harness.Fix3, false)
+		line("(c) mutual-exclusion violations (max over runs is what counts; must be 0)", "c", "viol", harness.Num, false)
 		w("\n")
 	}
-	if has(scenarios, "e") {
+	if harness.HasAny(scenarios, "e") {
 		header(c.libs)
 		for _, e := range []struct {
 			scen  string
@@ -384,20 +355,6 @@ func reportRates(w func(string, ...any), c config, members int, scenarios []stri
 	for lib, why := range r.Unsupported {
 		w("%s: unsupported (%s).\n\n", etcdbench.Title(lib), why)
 	}
-}
-
-// tableHeader writes the head of a markdown table: first, then cols,
-// right-aligned.
-func tableHeader(w func(string, ...any), first string, cols []string) {
-	w("| %s |", first)
-	for _, c := range cols {
-		w(" %s |", c)
-	}
-	w("\n|---|")
-	for range cols {
-		w("---:|")
-	}
-	w("\n")
 }
 
 // slowWatchers is a probe for Handover: the server's unsynced watchers.
@@ -426,13 +383,12 @@ func sweep(w func(string, ...any), c config, cpus []int) {
 	for _, l := range libs {
 		titles = append(titles, etcdbench.Title(l)+" p50 (p99)")
 	}
-	tableHeader(w, "server setting", titles)
+	harness.TableHeader(w, "server setting", titles)
 	for _, cfg := range settings {
 		r := etcdbench.NewResults()
 		srv := startServer(cfg, cpus)
 		for run := range c.runs {
-			for k := range libs {
-				lib := libs[(run+k)%len(libs)]
+			for _, lib := range harness.Rotated(libs, run) {
 				ls := lockers(r, lib, srv, 2)
 				hr, err := etcdbench.Handover(ls[0], ls[1], fmt.Sprintf("w/%d/%s/", run, lib), c.rounds, c.pause, c.jitter, nil)
 				closeAll(ls)
@@ -450,7 +406,7 @@ func sweep(w func(string, ...any), c config, cpus []int) {
 			w(" %s (%s) |", etcdbench.Ms(r.Med("w", l, "p50")), etcdbench.Ms(r.Med("w", l, "p99")))
 		}
 		w("\n")
-		logf("w %s: %s p50 %.1f ms, %s %.1f ms, %s %.1f ms", name, libs[0], r.Med("w", libs[0], "p50"), libs[1], r.Med("w", libs[1], "p50"), libs[2], r.Med("w", libs[2], "p50"))
+		harness.Logf("w %s: %s p50 %.1f ms, %s %.1f ms, %s %.1f ms", name, libs[0], r.Med("w", libs[0], "p50"), libs[1], r.Med("w", libs[1], "p50"), libs[2], r.Med("w", libs[2], "p50"))
 	}
 	w("\n")
 
@@ -467,14 +423,13 @@ func sweep(w func(string, ...any), c config, cpus []int) {
 	for _, cl := range cols {
 		titles = append(titles, fmt.Sprintf("%s, jitter %v: p50 (p99); rounds with an unsynced watcher", etcdbench.Title(cl.lib), cl.jitter))
 	}
-	tableHeader(w, "pause after the waiter waits", titles)
+	harness.TableHeader(w, "pause after the waiter waits", titles)
 	srv := startServer(etcdbench.ServerConfig{Members: 1}, cpus)
 	defer srv.Stop()
 	for _, pause := range pauses {
 		r := etcdbench.NewResults()
 		for run := range c.runs {
-			for k := range cols {
-				cl := cols[(run+k)%len(cols)]
+			for _, cl := range harness.Rotated(cols, run) {
 				ls := lockers(r, cl.lib, srv, 2)
 				hr, err := etcdbench.Handover(ls[0], ls[1], fmt.Sprintf("p/%v/%d/%s/%v/", pause, run, cl.lib, cl.jitter), c.rounds, pause, cl.jitter, slowWatchers(srv))
 				closeAll(ls)
@@ -488,7 +443,7 @@ func sweep(w func(string, ...any), c config, cpus []int) {
 			w(" %s (%s); %.0f %% |", etcdbench.Ms(r.Med("p", l, "p50")), etcdbench.Ms(r.Med("p", l, "p99")), 100*harness.Median(r.Values("p", l, "slow")))
 		}
 		w("\n")
-		logf("w pause %v: back to back %.1f ms, random phase %.1f ms, rev1 %.1f ms, distlock %.1f ms", pause,
+		harness.Logf("w pause %v: back to back %.1f ms, random phase %.1f ms, rev1 %.1f ms, distlock %.1f ms", pause,
 			r.Med("p", cols[0].lib+"/"+cols[0].jitter.String(), "p50"), r.Med("p", cols[1].lib+"/"+cols[1].jitter.String(), "p50"),
 			r.Med("p", cols[2].lib+"/"+cols[2].jitter.String(), "p50"), r.Med("p", cols[3].lib+"/"+cols[3].jitter.String(), "p50"))
 	}
@@ -498,8 +453,8 @@ func sweep(w func(string, ...any), c config, cpus []int) {
 func scaleRun(w func(string, ...any), c config, cpus []int) {
 	srv := startServer(etcdbench.ServerConfig{Members: 1}, cpus)
 	defer srv.Stop()
-	logf("s: %d locks…", c.scale.Locks)
-	sr, err := etcdbench.Scale(srv, c.scale, logf)
+	harness.Logf("s: %d locks…", c.scale.Locks)
+	sr, err := etcdbench.Scale(srv, c.scale, harness.Logf)
 	if err != nil {
 		fatal(fmt.Errorf("scenario s: %w", err))
 	}
@@ -507,50 +462,37 @@ func scaleRun(w func(string, ...any), c config, cpus []int) {
 	if c.scale.TTL > 0 {
 		ttl = c.scale.TTL.String()
 	}
-	logf("s: %+v", sr)
-	w("#### (s) %s locks held by one distlock Client (Mutex on etcdstore, lease %s), 1 member\n\n", etcdbench.Num(float64(sr.Locks)), ttl)
+	harness.Logf("s: %+v", sr)
+	w("#### (s) %s locks held by one distlock Client (Mutex on etcdstore, lease %s), 1 member\n\n", harness.Num(float64(sr.Locks)), ttl)
 	w("| measure | value |\n|---|---:|\n")
-	w("| taking them (TryLock, %d goroutines) | %.1f s (%s/s) |\n", c.scale.AcquireConc, sr.AcquireSecs, etcdbench.Num(float64(sr.Locks)/sr.AcquireSecs))
+	w("| taking them (TryLock, %d goroutines) | %.1f s (%s/s) |\n", c.scale.AcquireConc, sr.AcquireSecs, harness.Num(float64(sr.Locks)/sr.AcquireSecs))
 	w("| while taking them: locks lost; renewals failed | %d; %d |\n", sr.LostTaking, sr.RenewFailedTaking)
 	w("| client Go heap per held lock (after GC) | %.0f B (%.1f objects) |\n", sr.HeapPerLock, sr.ObjectsPerLock)
-	w("| client goroutines while holding them | %s |\n", etcdbench.Num(float64(sr.Goroutines)))
+	w("| client goroutines while holding them | %s |\n", harness.Num(float64(sr.Goroutines)))
 	w("| server RSS growth per held lock | %.0f B |\n", sr.ServerRSSPer)
 	w("| window | %.1f s |\n", sr.WindowSecs)
-	w("| renewals (Renewed events) in the window; renewal ticks (bursts > %v apart) | %s; %d |\n", 200*time.Millisecond, etcdbench.Num(float64(sr.Renewed)), sr.Ticks)
+	w("| renewals (Renewed events) in the window; renewal ticks (bursts > %v apart) | %s; %d |\n", 200*time.Millisecond, harness.Num(float64(sr.Renewed)), sr.Ticks)
 	w("| renewals failed; locks lost | %d; %d |\n", sr.RenewFailed, sr.Lost)
 	per := func(v float64) string {
-		return fmt.Sprintf("%s (%s per tick, %.2f per renewal)", etcdbench.Num(v), etcdbench.Num(sr.PerTick(v)), sr.PerRenewal(v))
+		return fmt.Sprintf("%s (%s per tick, %.2f per renewal)", harness.Num(v), harness.Num(sr.PerTick(v)), sr.PerRenewal(v))
 	}
-	w("| LeaseKeepAlive requests the server received (messages %s, less %s stream ends the gRPC metrics count as messages) | %s |\n", etcdbench.Num(sr.KeepAliveMsgs), etcdbench.Num(sr.KeepAliveEnded), per(sr.KeepAliveRequests()))
+	w("| LeaseKeepAlive requests the server received (messages %s, less %s stream ends the gRPC metrics count as messages) | %s |\n", harness.Num(sr.KeepAliveMsgs), harness.Num(sr.KeepAliveEnded), per(sr.KeepAliveRequests()))
 	w("| LeaseKeepAlive streams opened | %s |\n", per(sr.KeepAliveStreams))
 	w("| etcd lease renewals (etcd_debugging_lease_renewed_total) | %s |\n", per(sr.ServerRenewals))
 	w("| Range calls | %s |\n", per(sr.Range))
 	w("| Txn calls | %s |\n", per(sr.Txn))
-	w("| LeaseGrant; LeaseRevoke calls | %s; %s |\n", etcdbench.Num(sr.LeaseGrant), etcdbench.Num(sr.LeaseRevoke))
+	w("| LeaseGrant; LeaseRevoke calls | %s; %s |\n", harness.Num(sr.LeaseGrant), harness.Num(sr.LeaseRevoke))
 	w("| CPU in the window: client; server | %.1f s (%.0f %% of a core); %.1f s (%.0f %%) |\n\n", sr.ClientCPU, 100*sr.ClientCPU/sr.WindowSecs, sr.ServerCPU, 100*sr.ServerCPU/sr.WindowSecs)
 }
 
 func machine(load0, load1 string, took time.Duration, serverCPUs []int) string {
-	rev := os.Getenv("ETCDBENCH_COMMIT") // when run from a copy without .git
-	if rev == "" {
-		rev = "?"
-	}
-	if out, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output(); err == nil {
-		rev = strings.TrimSpace(string(out))
-		if out, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench", ":!docs").Output(); err == nil && len(out) > 0 {
-			rev += " with uncommitted library changes"
-		}
-	}
+	rev := harness.Commit("ETCDBENCH_COMMIT")
 	pin := "Not pinned (-pin=false)."
 	if serverCPUs != nil {
 		pin = fmt.Sprintf("Pinned: the etcd server process on CPU %v, etcdbench on the others.", serverCPUs)
 	}
 	return fmt.Sprintf("distlock at commit %s; etcd server and client v3.7.3, embedded members of etcdtest (in a child process; heartbeat 50 ms, election 500 ms, no fsync). %d CPU cores (%s), %s %s/%s. %s Load average %s at the start, %s at the end; took %v.\n",
 		rev, runtime.NumCPU(), harness.CPUModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH, pin, load0, load1, took.Round(time.Second))
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
 }
 
 func fatal(err error) {

@@ -125,14 +125,14 @@ func main() {
 		version = serverVersion(srv.Addr())
 		if s == harness.ScenF {
 			for i := range *scaleRuns {
-				logf("f run %d/%d: %d locks, %d waiters…", i+1, *scaleRuns, cfg.Scale.Locks, cfg.Scale.Waiters)
+				harness.Logf("f run %d/%d: %d locks, %d waiters…", i+1, *scaleRuns, cfg.Scale.Locks, cfg.Scale.Waiters)
 				sr, wr, err := harness.RunScale(srv.Addr(), cfg.Scale)
 				if err != nil {
 					b.abort("scenario f: " + err.Error())
 				}
 				rep.Scale = append(rep.Scale, sr)
 				rep.Waiters = append(rep.Waiters, wr)
-				logf("f: heap/lock %.0f B, ticks %d, round trips %d, evalsha %d, renewed %d, cpu %.2fs/%.1fs, lost %d; waiters: pubsub conns %d, heap/waiter %.0f B, drain %.2fs",
+				harness.Logf("f: heap/lock %.0f B, ticks %d, round trips %d, evalsha %d, renewed %d, cpu %.2fs/%.1fs, lost %d; waiters: pubsub conns %d, heap/waiter %.0f B, drain %.2fs",
 					sr.HeapPerLock, sr.Ticks, sr.RoundTrips, sr.Evalsha, sr.Renewed, sr.ClientCPU, sr.WindowSecs, sr.Lost, wr.PubSubConns, wr.HeapPerWaiter, wr.DrainSecs)
 			}
 		} else {
@@ -150,9 +150,7 @@ func main() {
 			}
 			for run := range *runs {
 				// Rotate the order so that no library always goes first.
-				sl := rep.LibsFor(s)
-				for k := range sl {
-					lib := sl[(run+k)%len(sl)]
+				for _, lib := range harness.Rotated(rep.LibsFor(s), run) {
 					if err := harness.FlushAll(srv.Addr()); err != nil {
 						b.abort(err.Error())
 					}
@@ -161,7 +159,7 @@ func main() {
 						b.abort(fmt.Sprintf("scenario %s, %s: %v", s, lib, err))
 					}
 					rep.Add(s, res)
-					logf("%s run %d/%d %-12s %s", s, run+1, *runs, lib, brief(s, res))
+					harness.Logf("%s run %d/%d %-12s %s", s, run+1, *runs, lib, brief(s, res))
 				}
 			}
 		}
@@ -181,7 +179,7 @@ func main() {
 		if err := harness.Splice(*out, md); err != nil {
 			fatal(err)
 		}
-		logf("report written into %s", *out)
+		harness.Logf("report written into %s", *out)
 	}
 	if *chart != "" {
 		if panels := rep.ChartPanels(); len(panels) > 0 {
@@ -190,7 +188,7 @@ func main() {
 			if err := harness.DrawChart(*chart, title, sub, panels); err != nil {
 				fatal(err)
 			}
-			logf("chart written to %s", *chart)
+			harness.Logf("chart written to %s", *chart)
 		}
 	}
 }
@@ -250,7 +248,7 @@ func (b *bench) stopServer(srv *redistest.Server) {
 }
 
 func (b *bench) abort(why string) {
-	logf("lockbench: %s; stopping", why)
+	harness.Logf("lockbench: %s; stopping", why)
 	b.mu.Lock()
 	for _, s := range b.servers {
 		_ = s.Stop()
@@ -280,19 +278,9 @@ func machine(redisVersion, load0, load1 string) string {
 		kernel = strings.TrimSpace(string(out))
 	}
 	// The library's commit: lockbench runs from bench/.
-	rev := "?"
-	if out, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output(); err == nil {
-		rev = strings.TrimSpace(string(out))
-		if out, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench", ":!docs").Output(); err == nil && len(out) > 0 {
-			rev += " with uncommitted library changes"
-		}
-	}
+	rev := harness.Commit("")
 	return fmt.Sprintf("distlock at commit %s. Machine: %d CPU cores (%s), %s, %s %s/%s, redis-server %s (one per scenario, on 127.0.0.1, no persistence), load average %s at the start and %s at the end.",
 		rev, runtime.NumCPU(), harness.CPUModel(), kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH, redisVersion, load0, load1)
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
 }
 
 func fatal(err error) {

@@ -42,12 +42,9 @@ func main() {
 		fatal(fmt.Errorf("want an odd -masters ≥ 3, and positive -runs, -rounds, -duration and -parallel"))
 	}
 
-	var serverCPUs []int
-	if *pin {
-		var err error
-		if serverCPUs, _, err = harness.PinApart(); err != nil {
-			fatal(err)
-		}
+	serverCPUs, err := harness.PinServers(*pin)
+	if err != nil {
+		fatal(err)
 	}
 	var addrs []string
 	var servers []*redistest.Server
@@ -79,8 +76,7 @@ func main() {
 	p90 := map[string][]float64{}
 	start := time.Now()
 	for run := range *runs {
-		for k := range quorumbench.Libs {
-			lib := quorumbench.Libs[(run+k)%len(quorumbench.Libs)] // no library always first
+		for _, lib := range harness.Rotated(quorumbench.Libs, run) { // no library always first
 			r, err := measure(lib, addrs, *duration, *parallel, *rounds, *pause)
 			if err != nil {
 				stop()

@@ -15,13 +15,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/harness"
@@ -61,17 +58,12 @@ func main() {
 	timeout := flag.Duration("timeout", 40*time.Minute, "hard limit for the whole invocation")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the clients (this process, not the servers) to this file")
 	flag.Parse()
-	if *cpuProfile != "" {
-		stop, err := harness.StartCPUProfile(*cpuProfile)
-		if err != nil {
-			fatal(err)
-		}
-		defer stop()
+	stop, err := harness.StartCPUProfile(*cpuProfile)
+	if err != nil {
+		fatal(err)
 	}
-	for _, l := range strings.Split(*libsFlag, ",") {
-		if l = strings.TrimSpace(l); l == "" {
-			continue
-		}
+	defer stop()
+	for _, l := range harness.SplitList(*libsFlag) {
 		if !slices.Contains(sqlbench.Libs, l) {
 			fatal(fmt.Errorf("unknown library %q (want some of %s)", l, strings.Join(sqlbench.Libs, ",")))
 		}
@@ -79,13 +71,11 @@ func main() {
 	}
 	// Report order, without duplicates.
 	c.libs = slices.DeleteFunc(slices.Clone(sqlbench.Libs), func(l string) bool { return !slices.Contains(c.libs, l) })
-	for _, s := range strings.Split(*scen, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			if !slices.Contains([]string{"a", "b", "c", "d", "e"}, s) {
-				fatal(fmt.Errorf("unknown scenario %q", s))
-			}
-			c.scenarios = append(c.scenarios, s)
+	for _, s := range harness.SplitList(*scen) {
+		if !slices.Contains([]string{"a", "b", "c", "d", "e"}, s) {
+			fatal(fmt.Errorf("unknown scenario %q", s))
 		}
+		c.scenarios = append(c.scenarios, s)
 	}
 	if c.runs < 1 || c.rounds < 1 || c.duration <= 0 || c.parallel < 1 || c.clients < 1 || c.goroutines < 1 || c.cap <= 0 {
 		fatal(errors.New("-runs, -rounds, -duration, -parallel, -clients, -goroutines and -cap must be positive"))
@@ -94,23 +84,14 @@ func main() {
 		fatal(errors.New("no library"))
 	}
 
-	var serverCPUs []int
-	if *pin {
-		var err error
-		if serverCPUs, _, err = harness.PinApart(); err != nil {
-			fatal(err)
-		}
+	serverCPUs, err := harness.PinServers(*pin)
+	if err != nil {
+		fatal(err)
 	}
-	time.AfterFunc(*timeout, func() { logf("-timeout %v exceeded; stopping", *timeout); stopAll(); os.Exit(1) })
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { s := <-sig; logf("got %v; stopping", s); stopAll(); os.Exit(1) }()
+	harness.StopOnSignalOrTimeout(*timeout, stopAll)
 
-	var md strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&md, format, args...) }
-	start := time.Now()
-	load0 := harness.LoadAvg()
-	w("Command: `go run ./cmd/sqlbench %s` (from `bench/`).\n\n", strings.Join(os.Args[1:], " "))
+	inv := harness.NewInvocation("sqlbench")
+	w := inv.W
 	var versions []string
 	if c.has("a", "b", "c", "e") {
 		pg := slices.ContainsFunc(c.libs, func(l string) bool { return sqlbench.Server(l) == "postgres" })
@@ -126,24 +107,14 @@ func main() {
 			versions = v
 		}
 	}
-	w("%s\n", machine(c, load0, harness.LoadAvg(), time.Since(start), serverCPUs, versions))
-	fmt.Print(md.String())
-	if *out != "" {
-		if err := sqlbench.Splice(*out, md.String()); err != nil {
-			fatal(err)
-		}
-		logf("report written into %s", *out)
+	w("%s\n", machine(c, inv.Load0, harness.LoadAvg(), time.Since(inv.Start), serverCPUs, versions))
+	if err := inv.Print(*out, sqlbench.Splice); err != nil {
+		fatal(err)
 	}
 }
 
-func (c config) has(any ...string) bool {
-	for _, s := range c.scenarios {
-		if slices.Contains(any, s) {
-			return true
-		}
-	}
-	return false
-}
+// has reports whether any of scens is to run.
+func (c config) has(scens ...string) bool { return harness.HasAny(c.scenarios, scens...) }
 
 var (
 	serversMu sync.Mutex
@@ -151,7 +122,7 @@ var (
 )
 
 func startServers(pg, maria bool, cpus []int, pgOpts ...sqltest.Option) *sqlbench.Servers {
-	logf("starting servers (PostgreSQL %v, MariaDB %v)…", pg, maria)
+	harness.Logf("starting servers (PostgreSQL %v, MariaDB %v)…", pg, maria)
 	s, err := sqlbench.StartServers(pg, maria, cpus, pgOpts...)
 	if err != nil {
 		fatal(err)
@@ -164,7 +135,7 @@ func startServers(pg, maria bool, cpus []int, pgOpts ...sqltest.Option) *sqlbenc
 
 func stopServers(s *sqlbench.Servers) {
 	if err := s.Stop(); err != nil {
-		logf("stopping servers: %v", err)
+		harness.Logf("stopping servers: %v", err)
 	}
 	serversMu.Lock()
 	servers = slices.DeleteFunc(servers, func(x *sqlbench.Servers) bool { return x == s })
@@ -197,7 +168,7 @@ func lockers(lib string, srv *sqlbench.Servers, n, conns int) []sqlbench.Locker 
 func closeAll(ls []sqlbench.Locker) {
 	for _, l := range ls {
 		if err := l.Close(); err != nil {
-			logf("close: %v", err)
+			harness.Logf("close: %v", err)
 		}
 	}
 }
@@ -210,8 +181,8 @@ func check(err error, scen, lib string) {
 
 // runMain runs a, b, c and e: in each run every library in turn (the
 // order rotating by one each run), then e the same way.
-func runMain(c config, srv *sqlbench.Servers) *sqlbench.Results {
-	r := sqlbench.NewResults()
+func runMain(c config, srv *sqlbench.Servers) *harness.Results {
+	r := harness.NewResults()
 	meter := func(lib string) sqlbench.Meter { return func() time.Duration { return srv.CPU(lib) } }
 	// One untimed pass of every library first: tables are created, and
 	// the first slot on a fresh server is slow.
@@ -221,10 +192,8 @@ func runMain(c config, srv *sqlbench.Servers) *sqlbench.Results {
 		closeAll(ls)
 		check(err, "warm-up", lib)
 	}
-	n := len(c.libs)
 	for run := range c.runs {
-		for k := range n {
-			lib := c.libs[(run+k)%n]
+		for _, lib := range harness.Rotated(c.libs, run) {
 			p := fmt.Sprintf("r%d/%s/", run, lib)
 			for _, sc := range []string{"a", "b"} {
 				if !c.has(sc) {
@@ -241,7 +210,7 @@ func runMain(c config, srv *sqlbench.Servers) *sqlbench.Results {
 				r.Add(sc, lib, "ops", rt.PerS())
 				r.Add(sc, lib, "scpu", rt.ServerPerPair())
 				r.Add(sc, lib, "ccpu", rt.ClientPerPair())
-				logf("%s run %d %-17s %8.0f pairs/s, CPU per pair: server %.0f µs, client %.0f µs", sc, run+1, lib, rt.PerS(), rt.ServerPerPair(), rt.ClientPerPair())
+				harness.Logf("%s run %d %-17s %8.0f pairs/s, CPU per pair: server %.0f µs, client %.0f µs", sc, run+1, lib, rt.PerS(), rt.ServerPerPair(), rt.ClientPerPair())
 			}
 			if c.has("c") {
 				ls := lockers(lib, srv, c.clients, c.goroutines)
@@ -257,13 +226,12 @@ func runMain(c config, srv *sqlbench.Servers) *sqlbench.Results {
 				r.Add("c", lib, "hold", float64(cr.HoldMean)/1e6)
 				r.Add("c", lib, "scpu", cr.ServerPerAcq())
 				r.Add("c", lib, "ccpu", cr.ClientPerAcq())
-				logf("c run %d %-17s %8.0f changes/s %8.0f acq/s Jain %.3f violations %d lost increments %d cancelled %d, CPU per acquisition: server %.0f µs, client %.0f µs",
+				harness.Logf("c run %d %-17s %8.0f changes/s %8.0f acq/s Jain %.3f violations %d lost increments %d cancelled %d, CPU per acquisition: server %.0f µs, client %.0f µs",
 					run+1, lib, cr.ChangesPerS, cr.AcqPerS, cr.Jain, cr.Violations, cr.Acquisitions-cr.Counter, cr.Cancelled, cr.ServerPerAcq(), cr.ClientPerAcq())
 			}
 		}
 		if c.has("e") {
-			for k := range n {
-				lib := c.libs[(run+k)%n]
+			for _, lib := range harness.Rotated(c.libs, run) {
 				ls := lockers(lib, srv, 2, 1)
 				hr, err := sqlbench.Handover(ls[0], ls[1], fmt.Sprintf("r%d/%s/e/", run, lib), c.rounds, c.pause, c.cap)
 				closeAll(ls)
@@ -274,7 +242,7 @@ func runMain(c config, srv *sqlbench.Servers) *sqlbench.Results {
 				r.Add("e", lib, "rel", ms(harness.Percentile(hr.Releases, 50)))
 				r.Add("e", lib, "capped", float64(hr.Capped))
 				r.Add("e", lib, "skipped", float64(hr.Skipped))
-				logf("e run %d %-17s p50 %v p90 %v Unlock call p50 %v; %d rounds over the cap, %d skipped", run+1, lib,
+				harness.Logf("e run %d %-17s p50 %v p90 %v Unlock call p50 %v; %d rounds over the cap, %d skipped", run+1, lib,
 					harness.Percentile(hr.Handovers, 50), harness.Percentile(hr.Handovers, 90), harness.Percentile(hr.Releases, 50), hr.Capped, hr.Skipped)
 			}
 		}
@@ -282,21 +250,7 @@ func runMain(c config, srv *sqlbench.Servers) *sqlbench.Results {
 	return r
 }
 
-// tableHeader writes the head of a markdown table: first, then cols,
-// right-aligned.
-func tableHeader(w func(string, ...any), first string, cols []string) {
-	w("| %s |", first)
-	for _, c := range cols {
-		w(" %s |", c)
-	}
-	w("\n|---|")
-	for range cols {
-		w("---:|")
-	}
-	w("\n")
-}
-
-func report(w func(string, ...any), c config, r *sqlbench.Results) {
+func report(w func(string, ...any), c config, r *harness.Results) {
 	w("Every figure is the median over %d runs (min–max); a ratio (**bold**) is the median of the per-run ratios to the baseline of the library's database in the same run: pg_advisory_lock for the PostgreSQL libraries, go-mysql-lock for distlock-mariadb. The libraries run one after the other within each run, the order rotating by one from run to run.\n\n", c.runs)
 	capMs := float64(c.cap) / 1e6
 	cell := func(scen, lib, metric string, f func(float64) string, ratio bool) string {
@@ -310,7 +264,7 @@ func report(w func(string, ...any), c config, r *sqlbench.Results) {
 			s = "≥ " + f(v) + " (capped)"
 		}
 		if base := sqlbench.Baseline(lib); ratio && lib != base {
-			q := sqlbench.RatioStr(r.Ratio(scen, lib, base, metric))
+			q := harness.RatioStr(r.Ratio(scen, lib, base, metric))
 			if capped {
 				q = "≥ " + q
 			}
@@ -333,27 +287,27 @@ func report(w func(string, ...any), c config, r *sqlbench.Results) {
 		w("\n")
 	}
 	if c.has("a", "b", "c") {
-		tableHeader(w, "measure", titles)
-		line("(a) 1 goroutine, one name: **pairs/s**, ÷ baseline", "a", "ops", sqlbench.Num, true)
-		line("(a) server CPU per pair: µs, ÷ baseline", "a", "scpu", sqlbench.Num, true)
-		line("(a) client CPU per pair: µs", "a", "ccpu", sqlbench.Num, false)
-		line(fmt.Sprintf("(b) %d goroutines, a name each: **pairs/s**, ÷ baseline", c.parallel), "b", "ops", sqlbench.Num, true)
-		line("(b) server CPU per pair: µs, ÷ baseline", "b", "scpu", sqlbench.Num, true)
-		line("(b) client CPU per pair: µs", "b", "ccpu", sqlbench.Num, false)
-		line(fmt.Sprintf("(c) %d clients × %d goroutines on one name, hold %v: **owner changes/s**, ÷ baseline", c.clients, c.goroutines, c.hold), "c", "changes", sqlbench.Num, true)
-		line("(c) acquisitions/s", "c", "acq", sqlbench.Num, true)
-		line("(c) **Jain** over the goroutines' acquisitions", "c", "jain", sqlbench.Fix3, false)
-		line("(c) server CPU per acquisition: µs, ÷ baseline", "c", "scpu", sqlbench.Num, true)
-		line("(c) client CPU per acquisition: µs", "c", "ccpu", sqlbench.Num, false)
-		line("(c) hold measured (ms)", "c", "hold", sqlbench.Fix3, false)
+		harness.TableHeader(w, "measure", titles)
+		line("(a) 1 goroutine, one name: **pairs/s**, ÷ baseline", "a", "ops", harness.Num, true)
+		line("(a) server CPU per pair: µs, ÷ baseline", "a", "scpu", harness.Num, true)
+		line("(a) client CPU per pair: µs", "a", "ccpu", harness.Num, false)
+		line(fmt.Sprintf("(b) %d goroutines, a name each: **pairs/s**, ÷ baseline", c.parallel), "b", "ops", harness.Num, true)
+		line("(b) server CPU per pair: µs, ÷ baseline", "b", "scpu", harness.Num, true)
+		line("(b) client CPU per pair: µs", "b", "ccpu", harness.Num, false)
+		line(fmt.Sprintf("(c) %d clients × %d goroutines on one name, hold %v: **owner changes/s**, ÷ baseline", c.clients, c.goroutines, c.hold), "c", "changes", harness.Num, true)
+		line("(c) acquisitions/s", "c", "acq", harness.Num, true)
+		line("(c) **Jain** over the goroutines' acquisitions", "c", "jain", harness.Fix3, false)
+		line("(c) server CPU per acquisition: µs, ÷ baseline", "c", "scpu", harness.Num, true)
+		line("(c) client CPU per acquisition: µs", "c", "ccpu", harness.Num, false)
+		line("(c) hold measured (ms)", "c", "hold", harness.Fix3, false)
 		if c.has("c") {
 			w("| (c) mutual exclusion: violations; lost increments (max over runs; must be 0) |")
 			for _, l := range c.libs {
-				w(" %s; %s |", sqlbench.Count(r.Max("c", l, "viol")), sqlbench.Count(r.Max("c", l, "lost")))
+				w(" %s; %s |", harness.Count(r.Max("c", l, "viol")), harness.Count(r.Max("c", l, "lost")))
 			}
 			w("\n")
 		}
-		line(fmt.Sprintf("(c) goroutines still waiting %v after the stop, cancelled", sqlbench.Grace), "c", "cancelled", sqlbench.Count, false)
+		line(fmt.Sprintf("(c) goroutines still waiting %v after the stop, cancelled", sqlbench.Grace), "c", "cancelled", harness.Count, false)
 		w("\n")
 		w("(a), (b): a pair is Lock + Unlock of the goroutine's name (the same name again and again). ")
 		w("CPU per pair: the server's CPU over the run (PostgreSQL: the postmaster, its exited children and its live ones, from /proc; MariaDB: mariadbd) ÷ pairs, and this process's (getrusage: the clients, and the harness's small share) ÷ pairs; /proc counts in 10 ms ticks. ")
@@ -362,12 +316,12 @@ func report(w func(string, ...any), c config, r *sqlbench.Results) {
 		w("At the stop, goroutines that are waiting finish their acquisition (counted in the CPU per acquisition, not in the rates), or are cancelled %v later: pglock's, which sleep a lease (%v) after a failed attempt; its CPU per acquisition spreads the CPU of those %v (the server's background processes, the pools) over its few acquisitions.\n\n", sqlbench.Grace, sqlbench.PGLockLease, sqlbench.Grace)
 	}
 	if c.has("e") {
-		tableHeader(w, "measure", titles)
-		line(fmt.Sprintf("(e) pause %v: **hand-over p50**, ÷ baseline (lower is better)", c.pause), "e", "p50", sqlbench.Ms, true)
-		line("(e) hand-over p90", "e", "p90", sqlbench.Ms, true)
-		line("(e) holder's Unlock call p50", "e", "rel", sqlbench.Ms, false)
-		line(fmt.Sprintf("(e) rounds over the %v cap (per run)", c.cap), "e", "capped", sqlbench.Count, false)
-		line("(e) rounds skipped (per run)", "e", "skipped", sqlbench.Count, false)
+		harness.TableHeader(w, "measure", titles)
+		line(fmt.Sprintf("(e) pause %v: **hand-over p50**, ÷ baseline (lower is better)", c.pause), "e", "p50", harness.Ms, true)
+		line("(e) hand-over p90", "e", "p90", harness.Ms, true)
+		line("(e) holder's Unlock call p50", "e", "rel", harness.Ms, false)
+		line(fmt.Sprintf("(e) rounds over the %v cap (per run)", c.cap), "e", "capped", harness.Count, false)
+		line("(e) rounds skipped (per run)", "e", "skipped", harness.Count, false)
 		w("\n(e): %d hand-overs per library per run; a hand-over is the time from the **start** of the holder's Unlock call to the waiter's Lock returning, the waiter being another client (its own pool). ", c.rounds)
 		w("Each round the holder takes a new name, the waiter calls Lock, and once the waiter waits (distlock: its EventWaiting; pglock: its log line for a failed attempt; pg_advisory_lock: pg_locks shows its lock ungranted; go-mysql-lock: the process list shows a session in state \"User lock\"; both polled every ms) the holder sleeps the pause and releases. ")
 		w("A waiter that has not got the lock %v after the release is cancelled and the round counts as %v; after %d such rounds the library's other rounds of the run are skipped. pglock's waiter sleeps its lease (%v) after each failed attempt, so its hand-over is about the lease less the pause. No CPU figure: a round's CPU would include the pause and, for the baselines, the polls that tell the waiter waits.\n\n", c.cap, c.cap, sqlbench.CapLimit, sqlbench.PGLockLease)
@@ -398,7 +352,7 @@ func diagnostic(w func(string, ...any), c config, cpus []int) (versions []string
 			stopServers(s)
 		}
 	}()
-	r := sqlbench.NewResults()
+	r := harness.NewResults()
 	key := func(si int) string { return fmt.Sprintf("d%d", si) }
 	for si, srv := range srvs {
 		for _, lib := range libs {
@@ -410,15 +364,14 @@ func diagnostic(w func(string, ...any), c config, cpus []int) (versions []string
 	}
 	for run := range c.runs {
 		for si, srv := range srvs {
-			for k := range libs {
-				lib := libs[(run+k)%len(libs)]
+			for _, lib := range harness.Rotated(libs, run) {
 				ls := lockers(lib, srv, 1, 1)
 				rt, err := sqlbench.Uncontended(ls[0], fmt.Sprintf("r%d/%s/d/", run, lib), 1, c.duration, func() time.Duration { return srv.CPU(lib) })
 				closeAll(ls)
 				check(err, "d", lib)
 				r.Add(key(si), lib, "ops", rt.PerS())
 				r.Add(key(si), lib, "scpu", rt.ServerPerPair())
-				logf("d run %d %s %-12s %8.0f pairs/s, server CPU per pair %.0f µs", run+1, key(si), lib, rt.PerS(), rt.ServerPerPair())
+				harness.Logf("d run %d %s %-12s %8.0f pairs/s, server CPU per pair %.0f µs", run+1, key(si), lib, rt.PerS(), rt.ServerPerPair())
 			}
 		}
 	}
@@ -428,15 +381,15 @@ func diagnostic(w func(string, ...any), c config, cpus []int) (versions []string
 	for _, l := range libs {
 		titles = append(titles, sqlbench.Title(l)+": pairs/s, ÷ advisory; server CPU per pair")
 	}
-	tableHeader(w, "server", titles)
+	harness.TableHeader(w, "server", titles)
 	for si, s := range settings {
 		w("| %s |", s.name)
 		for _, l := range libs {
-			v := sqlbench.Num(r.Med(key(si), l, "ops")) + r.Spread(key(si), l, "ops", sqlbench.Num)
+			v := harness.Num(r.Med(key(si), l, "ops")) + r.Spread(key(si), l, "ops", harness.Num)
 			if l != sqlbench.Advisory {
-				v += ", **" + sqlbench.RatioStr(r.Ratio(key(si), l, sqlbench.Advisory, "ops")) + "**"
+				v += ", **" + harness.RatioStr(r.Ratio(key(si), l, sqlbench.Advisory, "ops")) + "**"
 			}
-			v += "; " + sqlbench.Num(r.Med(key(si), l, "scpu")) + " µs"
+			v += "; " + harness.Num(r.Med(key(si), l, "scpu")) + " µs"
 			w(" %s |", v)
 		}
 		w("\n")
@@ -446,16 +399,7 @@ func diagnostic(w func(string, ...any), c config, cpus []int) (versions []string
 }
 
 func machine(c config, load0, load1 string, took time.Duration, serverCPUs []int, versions []string) string {
-	rev := os.Getenv("SQLBENCH_COMMIT") // when run from a copy without .git
-	if rev == "" {
-		rev = "?"
-	}
-	if out, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output(); err == nil {
-		rev = strings.TrimSpace(string(out))
-		if out, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench", ":!docs").Output(); err == nil && len(out) > 0 {
-			rev += " with uncommitted library changes"
-		}
-	}
+	rev := harness.Commit("SQLBENCH_COMMIT")
 	pin := "Not pinned (-pin=false)."
 	if serverCPUs != nil {
 		pin = fmt.Sprintf("Pinned: the database servers (every process and thread) on CPU %v, sqlbench on the others.", serverCPUs)
@@ -466,10 +410,6 @@ func machine(c config, load0, load1 string, took time.Duration, serverCPUs []int
 	}
 	return fmt.Sprintf("distlock at commit %s; %s, started by package sqltest on 127.0.0.1 (PostgreSQL with fsync=off, synchronous_commit=on, full_page_writes=off — a commit writes its WAL to the kernel but does not wait for the disk; MariaDB with innodb_flush_log_at_trx_commit=2 and no doublewrite buffer). Drivers: pgx v5 (pgxpool; pglock through pgx's database/sql driver), go-sql-driver/mysql v1.10.1. %d CPU cores (%s), %s %s/%s. %s Load average %s at the start, %s at the end; took %v.\n",
 		rev, srv, runtime.NumCPU(), harness.CPUModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH, pin, load0, load1, took.Round(time.Second))
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
 }
 
 func fatal(err error) {

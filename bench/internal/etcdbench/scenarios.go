@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,46 +12,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// workers makes n Workers of l (a Session each for concurrency); the
-// caller closes them.
-func workers(l Locker, n int) ([]Worker, error) {
-	var ws []Worker
-	for range n {
-		w, err := l.Worker()
-		if err != nil {
-			closeWorkers(ws)
-			return nil, err
-		}
-		ws = append(ws, w)
-	}
-	return ws, nil
-}
-
-func closeWorkers(ws []Worker) {
-	for _, w := range ws {
-		_ = w.Close()
-	}
-}
-
 // untilStop runs a goroutine per Worker of ws, each calling op with its
 // index g, the count i of its earlier calls, and its Worker, again and
 // again until stop or op's first error; it returns the first error of any.
 func untilStop(ws []Worker, stop time.Time, op func(g, i int, w Worker) error) error {
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for g, w := range ws {
-		wg.Go(func() {
-			for i := 0; time.Now().Before(stop); i++ {
-				if err := op(g, i, w); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
+	return harness.Each(ws, func(g int, w Worker) error {
+		for i := 0; time.Now().Before(stop); i++ {
+			if err := op(g, i, w); err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	return firstErr
+		}
+		return nil
+	})
 }
 
 // Uncontended runs goroutines goroutines of l for d, each with a Worker of
@@ -60,11 +31,11 @@ func untilStop(ws []Worker, stop time.Time, op func(g, i int, w Worker) error) e
 // goroutine every pair takes a new key (prefix + a counter); with more,
 // each goroutine takes and releases a key of its own again and again.
 func Uncontended(l Locker, prefix string, goroutines int, d time.Duration) (float64, error) {
-	ws, err := workers(l, goroutines)
+	ws, err := harness.OpenAll(goroutines, l.Worker)
 	if err != nil {
 		return 0, err
 	}
-	defer closeWorkers(ws)
+	defer harness.CloseAll(ws)
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
 	var ops atomic.Int64
@@ -87,14 +58,7 @@ func Uncontended(l Locker, prefix string, goroutines int, d time.Duration) (floa
 }
 
 // ContendedResult is what Contended measured.
-type ContendedResult struct {
-	AcqPerS     float64 // acquisitions per second
-	ChangesPerS float64 // owner changes per second (an acquisition by another goroutine than the previous holder)
-	Jain        float64 // over the acquisitions per goroutine
-	Violations  int64   // a holder entered while another was inside
-	HoldMean    time.Duration
-	Counts      []int64
-}
+type ContendedResult = harness.ContentionResult
 
 // Contended runs len(lockers) × perLocker goroutines on one key for d:
 // each takes the lock, holds it for hold and releases it, again and
@@ -103,60 +67,26 @@ type ContendedResult struct {
 // the library intends (distlock: one Client; concurrency: a Session
 // each). Mutual exclusion is checked by a guard in memory.
 func Contended(lockers []Locker, perLocker int, key string, hold, d time.Duration) (ContendedResult, error) {
-	var ws []Worker
-	defer func() { closeWorkers(ws) }()
-	for _, l := range lockers {
-		lws, err := workers(l, perLocker)
-		if err != nil {
-			return ContendedResult{}, err
-		}
-		ws = append(ws, lws...)
+	ws, err := harness.OpenEach(lockers, perLocker, Locker.Worker)
+	if err != nil {
+		return ContendedResult{}, err
 	}
+	defer harness.CloseAll(ws)
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
-	counts := make([]int64, len(ws))
-	var inside, viol, changes, held atomic.Int64
-	var heldFor atomic.Int64
-	last := -1
-	var lastMu sync.Mutex
 	stop := time.Now().Add(d)
-	err := untilStop(ws, stop, func(g, _ int, w Worker) error {
+	ct := harness.NewContention(len(ws), stop)
+	err = untilStop(ws, stop, func(g, _ int, w Worker) error {
 		unlock, err := w.Lock(ctx, key)
 		if err != nil {
 			return err
 		}
-		if !inside.CompareAndSwap(0, 1) {
-			viol.Add(1)
-			inside.Add(1)
-		}
-		t0 := time.Now()
-		if t0.Before(stop) {
-			counts[g]++
-			lastMu.Lock()
-			if last != g {
-				changes.Add(1)
-				last = g
-			}
-			lastMu.Unlock()
-		}
+		t0 := ct.Enter(g)
 		time.Sleep(hold)
-		heldFor.Add(int64(time.Since(t0)))
-		held.Add(1)
-		inside.Add(-1)
+		ct.Exit(t0)
 		return unlock(ctx)
 	})
-	secs := d.Seconds()
-	r := ContendedResult{
-		AcqPerS:     float64(harness.Sum(counts)) / secs,
-		ChangesPerS: float64(changes.Load()) / secs,
-		Jain:        harness.Jain(counts),
-		Violations:  viol.Load(),
-		Counts:      counts,
-	}
-	if n := held.Load(); n > 0 {
-		r.HoldMean = time.Duration(heldFor.Load() / n)
-	}
-	return r, err
+	return ct.Result(d), err
 }
 
 // HandoverResult is what Handover measured.
@@ -183,12 +113,12 @@ type HandoverResult struct {
 // gives each round a random phase, as independent waiters would have.
 func Handover(holder, waiter Locker, prefix string, rounds int, pause, jitter time.Duration, probe func() (float64, error)) (HandoverResult, error) {
 	var res HandoverResult
-	hws, err := workers(holder, 1)
+	hws, err := harness.OpenAll(1, holder.Worker)
 	if err != nil {
 		return res, err
 	}
 	defer hws[0].Close()
-	wws, err := workers(waiter, 1)
+	wws, err := harness.OpenAll(1, waiter.Worker)
 	if err != nil {
 		return res, err
 	}

@@ -16,15 +16,11 @@ const medianOfRatios = " (median of per-run ratios)"
 
 // header writes the table's header row.
 func (t libTable) header() {
-	t.w("| measure: median over runs (min–max); a ratio is the median of the per-run ratios |")
+	var titles []string
 	for _, l := range t.libs {
-		t.w(" %s |", LibTitle(l))
+		titles = append(titles, LibTitle(l))
 	}
-	t.w("\n|---|")
-	for range t.libs {
-		t.w("---:|")
-	}
-	t.w("\n")
+	TableHeader(t.w, "measure: median over runs (min–max); a ratio is the median of the per-run ratios", titles)
 }
 
 // row writes a row named name, each library's cell from cell.

@@ -88,19 +88,10 @@ func groupDigits(v float64) string {
 		return "–"
 	}
 	s := fmt.Sprintf("%.0f", v)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
+	if digits, ok := strings.CutPrefix(s, "-"); ok {
+		return "-" + group(digits)
 	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return group(s)
 }
 
 func fmtDur(v float64) string {
@@ -292,15 +283,10 @@ func (r *Report) Markdown() string {
 				for _, m := range ms {
 					w(" %s |", m.format(r.Value(s, l, m)))
 				}
-				vs := r.values(s, l, ms[0])
-				lo, hi := math.Inf(1), math.Inf(-1)
-				for _, v := range vs {
-					lo, hi = math.Min(lo, v), math.Max(hi, v)
-				}
-				if len(vs) == 0 {
+				if vs := r.values(s, l, ms[0]); len(vs) == 0 {
 					w(" – |\n")
 				} else {
-					w(" %s – %s |\n", ms[0].format(lo), ms[0].format(hi))
+					w(" %s – %s |\n", ms[0].format(Min(vs)), ms[0].format(Max(vs)))
 				}
 			}
 			w("\n")

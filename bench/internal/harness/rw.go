@@ -168,7 +168,7 @@ func Read(lk Locker, g *Guard, key string, workers, base int, hold time.Duration
 					g.Enter(owner)
 				}
 				t := time.Now()
-				sleep(hold)
+				Sleep(hold)
 				holdNs.Add(int64(time.Since(t)))
 				if shared {
 					g.ExitShared()
@@ -306,7 +306,7 @@ func (s *ReaderStream) Write() (time.Duration, error) {
 		s.handoff = append(s.handoff, t1.Sub(out))
 	}
 	s.g.Enter(int64(s.c.Procs*s.c.Workers + 1))
-	sleep(s.c.WriteHold)
+	Sleep(s.c.WriteHold)
 	s.g.Exit()
 	s.waits = append(s.waits, wait)
 	if amid {

@@ -46,11 +46,7 @@ func (r *Report) spread(scen, lib string, m metric) string {
 	if len(vs) == 0 {
 		return "–"
 	}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, v := range vs {
-		lo, hi = math.Min(lo, v), math.Max(hi, v)
-	}
-	return m.format(lo) + " – " + m.format(hi)
+	return m.format(Min(vs)) + " – " + m.format(Max(vs))
 }
 
 // total sums a metric over runs.

@@ -309,7 +309,7 @@ func Contend(lk Locker, g *Guard, key string, workers, base int, hold time.Durat
 				}
 				g.Enter(owner)
 				t := time.Now()
-				sleep(hold)
+				Sleep(hold)
 				holdNs.Add(int64(time.Since(t)))
 				g.Exit()
 				counts[i]++
@@ -325,10 +325,11 @@ func Contend(lk Locker, g *Guard, key string, workers, base int, hold time.Durat
 	return ContendResult{Counts: counts, Errors: errs.Load(), HoldNs: holdNs.Load()}
 }
 
-// sleep blocks the thread for d with nanosleep: time.Sleep rounds short
-// sleeps up to about a millisecond on Linux, and spinning would steal the
-// CPU the server and the clients need.
-func sleep(d time.Duration) {
+// Sleep blocks the thread for d with nanosleep: time.Sleep rounds short
+// sleeps up to about a millisecond on Linux when the process has nothing
+// else to do (the network poller waits in whole milliseconds), and
+// spinning would steal the CPU the server and the clients need.
+func Sleep(d time.Duration) {
 	if d <= 0 {
 		return
 	}

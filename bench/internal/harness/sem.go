@@ -132,7 +132,7 @@ func contendPermits(ctx context.Context, lk Locker, g *Guard, key string, worker
 				waits[i] = append(waits[i], time.Since(t0).Microseconds())
 				g.EnterPermits(1, int64(capacity))
 				t := time.Now()
-				sleep(hold)
+				Sleep(hold)
 				holdNs.Add(int64(time.Since(t)))
 				g.ExitPermits(1)
 				counts[i]++

@@ -35,30 +35,10 @@ func fmtPercent(v float64) string {
 }
 
 // lowest is the smallest value of a metric over runs (NaN for none).
-func (r *Report) lowest(scen, lib string, m metric) float64 {
-	vs := r.values(scen, lib, m)
-	if len(vs) == 0 {
-		return math.NaN()
-	}
-	lo := math.Inf(1)
-	for _, v := range vs {
-		lo = math.Min(lo, v)
-	}
-	return lo
-}
+func (r *Report) lowest(scen, lib string, m metric) float64 { return Min(r.values(scen, lib, m)) }
 
 // highest is the largest value of a metric over runs (NaN for none).
-func (r *Report) highest(scen, lib string, m metric) float64 {
-	vs := r.values(scen, lib, m)
-	if len(vs) == 0 {
-		return math.NaN()
-	}
-	hi := math.Inf(-1)
-	for _, v := range vs {
-		hi = math.Max(hi, v)
-	}
-	return hi
-}
+func (r *Report) highest(scen, lib string, m metric) float64 { return Max(r.values(scen, lib, m)) }
 
 // semMarkdown renders scenario j or k: a column per semaphore.
 func (r *Report) semMarkdown(b *strings.Builder, scen string) {

@@ -57,3 +57,27 @@ func Sum(counts []int64) int64 {
 	}
 	return t
 }
+
+// Min is the smallest of xs; NaN for none, or if one is NaN.
+func Min(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	lo := math.Inf(1)
+	for _, x := range xs {
+		lo = math.Min(lo, x)
+	}
+	return lo
+}
+
+// Max is the largest of xs; NaN for none, or if one is NaN.
+func Max(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	hi := math.Inf(-1)
+	for _, x := range xs {
+		hi = math.Max(hi, x)
+	}
+	return hi
+}

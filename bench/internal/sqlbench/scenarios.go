@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/distlock/distlock/bench/internal/harness"
@@ -14,43 +12,6 @@ import (
 
 // A Meter reads a server's CPU time so far (Servers.CPU of a library).
 type Meter func() time.Duration
-
-// workers makes n Workers of l; the caller closes them.
-func workers(l Locker, n int) ([]Worker, error) {
-	var ws []Worker
-	for range n {
-		w, err := l.Worker()
-		if err != nil {
-			closeWorkers(ws)
-			return nil, err
-		}
-		ws = append(ws, w)
-	}
-	return ws, nil
-}
-
-func closeWorkers(ws []Worker) {
-	for _, w := range ws {
-		_ = w.Close()
-	}
-}
-
-// each runs f for every Worker of ws in a goroutine of its own and
-// returns the first error.
-func each(ws []Worker, f func(g int, w Worker) error) error {
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for g, w := range ws {
-		wg.Go(func() {
-			if err := f(g, w); err != nil {
-				once.Do(func() { firstErr = err })
-			}
-		})
-	}
-	wg.Wait()
-	return firstErr
-}
 
 // pair takes and releases name once.
 func pair(ctx context.Context, w Worker, name string) error {
@@ -82,21 +43,21 @@ func (r Rate) ClientPerPair() float64 { return float64(r.ClientCPU.Microseconds(
 // goroutine makes one untimed pair first (so that pools have opened their
 // connections).
 func Uncontended(l Locker, prefix string, goroutines int, d time.Duration, server Meter) (Rate, error) {
-	ws, err := workers(l, goroutines)
+	ws, err := harness.OpenAll(goroutines, l.Worker)
 	if err != nil {
 		return Rate{}, err
 	}
-	defer closeWorkers(ws)
+	defer harness.CloseAll(ws)
 	ctx, cancel := context.WithTimeout(context.Background(), d+60*time.Second)
 	defer cancel()
 	name := func(g int) string { return prefix + strconv.Itoa(g) }
-	if err := each(ws, func(g int, w Worker) error { return pair(ctx, w, name(g)) }); err != nil {
+	if err := harness.Each(ws, func(g int, w Worker) error { return pair(ctx, w, name(g)) }); err != nil {
 		return Rate{}, err
 	}
 	var pairs atomic.Int64
 	s0, c0, t0 := server(), harness.CPUTime(), time.Now()
 	stop := t0.Add(d)
-	err = each(ws, func(g int, w Worker) error {
+	err = harness.Each(ws, func(g int, w Worker) error {
 		for time.Now().Before(stop) {
 			if err := pair(ctx, w, name(g)); err != nil {
 				return err
@@ -108,15 +69,12 @@ func Uncontended(l Locker, prefix string, goroutines int, d time.Duration, serve
 	return Rate{Pairs: pairs.Load(), Secs: time.Since(t0).Seconds(), ServerCPU: server() - s0, ClientCPU: harness.CPUTime() - c0}, err
 }
 
-// ContendedResult is what Contended measured.
+// ContendedResult is what Contended measured: the rates, Jain's index,
+// the acquisitions per goroutine before the stop, the violations of the
+// guard in memory and the mean hold (harness.ContentionResult), and
+// more.
 type ContendedResult struct {
-	AcqPerS     float64 // acquisitions per second before the stop
-	ChangesPerS float64 // owner changes per second (an acquisition by another goroutine than the previous holder)
-	Jain        float64 // Jain's index over the acquisitions per goroutine before the stop
-	Counts      []int64 // acquisitions per goroutine before the stop
-	// Violations counts the holders that entered the critical section
-	// while another was inside (a guard in memory).
-	Violations int64
+	harness.ContentionResult
 	// Acquisitions counts every acquisition, those after the stop (of
 	// the goroutines that were waiting then) included; Counter is a
 	// shared counter that every holder incremented by a read, its hold
@@ -127,7 +85,6 @@ type ContendedResult struct {
 	// end (still waiting Grace after the stop: pglock's waiters sleep a
 	// lease between attempts).
 	Cancelled int
-	HoldMean  time.Duration
 	ServerCPU time.Duration // over the whole run, the drain included
 	ClientCPU time.Duration
 }
@@ -152,34 +109,27 @@ const Grace = 2 * time.Second
 // library intends. At the stop, a goroutine waiting finishes its
 // acquisition (not counted in the rates), or is cancelled after Grace.
 func Contended(lockers []Locker, perLocker int, name string, hold, d time.Duration, server Meter) (ContendedResult, error) {
-	var ws []Worker
-	defer func() { closeWorkers(ws) }()
-	for _, l := range lockers {
-		lws, err := workers(l, perLocker)
-		if err != nil {
-			return ContendedResult{}, err
-		}
-		ws = append(ws, lws...)
+	ws, err := harness.OpenEach(lockers, perLocker, Locker.Worker)
+	if err != nil {
+		return ContendedResult{}, err
 	}
+	defer harness.CloseAll(ws)
 	ctx, cancel := context.WithTimeout(context.Background(), d+60*time.Second)
 	defer cancel()
 	// One untimed pair per goroutine, each on a name of its own, so that
 	// the pools have opened their connections.
-	if err := each(ws, func(g int, w Worker) error { return pair(ctx, w, name+"/warm/"+strconv.Itoa(g)) }); err != nil {
+	if err := harness.Each(ws, func(g int, w Worker) error { return pair(ctx, w, name+"/warm/"+strconv.Itoa(g)) }); err != nil {
 		return ContendedResult{}, err
 	}
-	counts := make([]int64, len(ws))
-	var inside, viol, changes, held, heldFor, acq, counter atomic.Int64
-	var cancelled atomic.Int64
-	last := -1
-	var lastMu sync.Mutex
+	var acq, counter, cancelled atomic.Int64
 	s0, c0, t0 := server(), harness.CPUTime(), time.Now()
 	stop := t0.Add(d)
+	ct := harness.NewContention(len(ws), stop)
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
 	timer := time.AfterFunc(d+Grace, lcancel)
 	defer timer.Stop()
-	err := each(ws, func(g int, w Worker) error {
+	err = harness.Each(ws, func(g int, w Worker) error {
 		for time.Now().Before(stop) {
 			unlock, err := w.Lock(lctx, name)
 			if err != nil {
@@ -189,49 +139,29 @@ func Contended(lockers []Locker, perLocker int, name string, hold, d time.Durati
 				}
 				return err
 			}
-			if !inside.CompareAndSwap(0, 1) {
-				viol.Add(1)
-				inside.Add(1)
-			}
-			t := time.Now()
+			t := ct.Enter(g)
 			acq.Add(1)
-			if t.Before(stop) {
-				counts[g]++
-				lastMu.Lock()
-				if last != g {
-					changes.Add(1)
-					last = g
-				}
-				lastMu.Unlock()
-			}
 			v := counter.Load() // read, hold, write: not atomic as a whole
-			sleep(hold)
+			// Not time.Sleep, whose rounding up would slow the libraries
+			// whose clients are idle while they wait (the server queues
+			// them) more than the others.
+			harness.Sleep(hold)
 			counter.Store(v + 1)
-			heldFor.Add(int64(time.Since(t)))
-			held.Add(1)
-			inside.Add(-1)
+			ct.Exit(t)
 			if err := unlock(ctx); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	r := ContendedResult{
-		AcqPerS:      float64(harness.Sum(counts)) / d.Seconds(),
-		ChangesPerS:  float64(changes.Load()) / d.Seconds(),
-		Jain:         harness.Jain(counts),
-		Counts:       counts,
-		Violations:   viol.Load(),
-		Acquisitions: acq.Load(),
-		Counter:      counter.Load(),
-		Cancelled:    int(cancelled.Load()),
-		ServerCPU:    server() - s0,
-		ClientCPU:    harness.CPUTime() - c0,
-	}
-	if n := held.Load(); n > 0 {
-		r.HoldMean = time.Duration(heldFor.Load() / n)
-	}
-	return r, err
+	return ContendedResult{
+		ContentionResult: ct.Result(d),
+		Acquisitions:     acq.Load(),
+		Counter:          counter.Load(),
+		Cancelled:        int(cancelled.Load()),
+		ServerCPU:        server() - s0,
+		ClientCPU:        harness.CPUTime() - c0,
+	}, err
 }
 
 // HandoverResult is what Handover measured.
@@ -259,16 +189,16 @@ const CapLimit = 2
 // rounds the rest are skipped.
 func Handover(holder, waiter Locker, prefix string, rounds int, pause, cap time.Duration) (HandoverResult, error) {
 	var res HandoverResult
-	hws, err := workers(holder, 1)
+	hws, err := harness.OpenAll(1, holder.Worker)
 	if err != nil {
 		return res, err
 	}
-	defer closeWorkers(hws)
-	wws, err := workers(waiter, 1)
+	defer harness.CloseAll(hws)
+	wws, err := harness.OpenAll(1, waiter.Worker)
 	if err != nil {
 		return res, err
 	}
-	defer closeWorkers(wws)
+	defer harness.CloseAll(wws)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds)*(pause+cap+30*time.Second))
 	defer cancel()
 	// A pair each first: the connections are open.
@@ -342,18 +272,4 @@ func Handover(holder, waiter Locker, prefix string, rounds int, pause, cap time.
 		}
 	}
 	return res, nil
-}
-
-// sleep blocks the thread for d with nanosleep (as lockbench's hold):
-// time.Sleep rounds short sleeps up to about a millisecond on Linux when
-// the process has nothing else to do (the network poller waits in whole
-// milliseconds), which would slow the libraries whose clients are idle
-// while they wait (the server queues them) more than the others.
-func sleep(d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	ts := syscall.NsecToTimespec(int64(d))
-	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
-	}
 }

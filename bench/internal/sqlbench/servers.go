@@ -115,6 +115,11 @@ func (s *Servers) Stop() error {
 	return errors.Join(errs...)
 }
 
+// The process tree's CPU from /proc. Package sqltest reads
+// /proc/PID/stat and a server's children too (procfs_linux.go, to pause
+// and kill PostgreSQL's backends), but exports nothing of it and reads the
+// state and start time, not the CPU: hence this reader of its own.
+
 const tick = 10 * time.Millisecond // USER_HZ 100
 
 // stat is what /proc/PID/stat says of a process's CPU.

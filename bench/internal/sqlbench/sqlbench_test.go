@@ -1,7 +1,6 @@
 package sqlbench
 
 import (
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,27 +111,9 @@ func TestTreeCPU(t *testing.T) {
 	}
 }
 
+// TestReport checks the baselines and the markers of the report; the
+// figures' Results and formats are harness's (TestResults).
 func TestReport(t *testing.T) {
-	r := NewResults()
-	for i, v := range []float64{10, 20, 30} {
-		r.Add("a", Advisory, "ops", v)
-		r.Add("a", DistlockPG, "ops", v*float64(i+1))
-	}
-	if q := r.Ratio("a", DistlockPG, Advisory, "ops"); q != 2 {
-		t.Errorf("ratio %v, want 2", q)
-	}
-	if m := r.Med("a", DistlockPG, "ops"); m != 40 {
-		t.Errorf("median %v, want 40", m)
-	}
-	if m := r.Max("a", DistlockPG, "ops"); m != 90 {
-		t.Errorf("max %v, want 90", m)
-	}
-	if !math.IsNaN(r.Med("a", PGLock, "ops")) {
-		t.Error("a median of nothing")
-	}
-	if s := Num(12345.4); s != "12,345" {
-		t.Errorf("Num: %q", s)
-	}
 	if Baseline(DistlockMariaDB) != MySQLLock || Baseline(PGLock) != Advisory {
 		t.Error("baselines")
 	}
