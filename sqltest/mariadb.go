@@ -77,18 +77,13 @@ func NewMariaDB(opts ...Option) (*MariaDB, error) {
 		return nil, fmt.Errorf("sqltest: mariadb: %w", err)
 	}
 	m := &MariaDB{}
-	for _, opt := range opts {
-		opt(&m.s.cfg)
+	m.s.cfg = newConfig(opts)
+	if err := m.s.makeDir("mariadb", "mariadbd.log"); err != nil {
+		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "sqltest-mariadb-")
-	if err != nil {
-		return nil, fmt.Errorf("sqltest: mariadb: create directory: %w", err)
-	}
-	m.dataDir = filepath.Join(dir, "data")
-	m.socket = filepath.Join(dir, "mariadb.sock")
-	m.pidFile = filepath.Join(dir, "mariadbd.pid")
-	m.s.dir = dir
-	m.s.logPath = filepath.Join(dir, "mariadbd.log")
+	m.dataDir = filepath.Join(m.s.dir, "data")
+	m.socket = filepath.Join(m.s.dir, "mariadb.sock")
+	m.pidFile = filepath.Join(m.s.dir, "mariadbd.pid")
 	m.s.flavor = flavor{
 		kind:     "mariadb",
 		bin:      bin,
@@ -98,15 +93,8 @@ func NewMariaDB(opts ...Option) (*MariaDB, error) {
 		shutdown: sigTerm,
 		clean:    m.clean,
 	}
-	err = tmpl.write(m.dataDir, nil)
-	if err == nil {
-		err = m.s.start()
-	}
-	if err != nil {
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		return nil, fmt.Errorf("sqltest: start mariadb: %w", err)
+	if err := m.s.launch(func() error { return tmpl.write(m.dataDir, nil) }); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -119,15 +107,7 @@ func NewMariaDB(opts ...Option) (*MariaDB, error) {
 func StartMariaDB(tb TB, opts ...Option) *MariaDB {
 	tb.Helper()
 	m, err := NewMariaDB(opts...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := m.Stop(); err != nil {
-			tb.Errorf("%v", err)
-		}
-	})
-	return m
+	return stopAtCleanup(tb, m, err)
 }
 
 // mariadbEnvPrefixes are the environment variables that mariadbd and

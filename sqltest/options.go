@@ -12,6 +12,15 @@ type config struct {
 	pickPort func() (int, error)
 }
 
+// newConfig is the configuration that opts make.
+func newConfig(opts []Option) config {
+	var c config
+	for _, opt := range opts {
+		opt(&c)
+	}
+	return c
+}
+
 // WithArgs appends extra command-line arguments for the server, after the
 // ones this package sets, so that for most settings they take precedence:
 // for PostgreSQL settings as "-c", "name=value" (for example

@@ -123,21 +123,16 @@ func NewPgBouncer(pg *Postgres, opts ...Option) (*PgBouncer, error) {
 		return nil, fmt.Errorf("sqltest: pgbouncer: %w", err)
 	}
 	pb := &PgBouncer{pg: pg}
-	for _, opt := range opts {
-		opt(&pb.s.cfg)
-	}
+	pb.s.cfg = newConfig(opts)
 	for _, a := range pb.s.cfg.args {
 		if name, _, ok := strings.Cut(a, "="); !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(a, "\n\r") {
 			return nil, fmt.Errorf("sqltest: pgbouncer: setting %q is not of the form name=value", a)
 		}
 	}
-	dir, err := os.MkdirTemp("", "sqltest-pgbouncer-")
-	if err != nil {
-		return nil, fmt.Errorf("sqltest: pgbouncer: create directory: %w", err)
+	if err := pb.s.makeDir("pgbouncer", "pgbouncer.log"); err != nil {
+		return nil, err
 	}
-	pb.conf = filepath.Join(dir, "pgbouncer.ini")
-	pb.s.dir = dir
-	pb.s.logPath = filepath.Join(dir, "pgbouncer.log")
+	pb.conf = filepath.Join(pb.s.dir, "pgbouncer.ini")
 	pb.s.flavor = flavor{
 		kind: "pgbouncer",
 		bin:  bin,
@@ -166,18 +161,14 @@ func NewPgBouncer(pg *Postgres, opts ...Option) (*PgBouncer, error) {
 		}
 		return port, nil
 	}
-	err = as.chown(dir)
-	if err == nil {
-		err = writeFileAs(filepath.Join(dir, "userlist.txt"), `"`+PostgresUser+`" ""`+"\n", as)
-	}
-	if err == nil {
-		err = pb.s.start()
-	}
+	err = pb.s.launch(
+		func() error { return as.chown(pb.s.dir) },
+		func() error {
+			return writeFileAs(filepath.Join(pb.s.dir, "userlist.txt"), `"`+PostgresUser+`" ""`+"\n", as)
+		},
+	)
 	if err != nil {
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		return nil, fmt.Errorf("sqltest: start pgbouncer: %w", err)
+		return nil, err
 	}
 	return pb, nil
 }
@@ -191,15 +182,7 @@ func NewPgBouncer(pg *Postgres, opts ...Option) (*PgBouncer, error) {
 func StartPgBouncer(tb TB, pg *Postgres, opts ...Option) *PgBouncer {
 	tb.Helper()
 	pb, err := NewPgBouncer(pg, opts...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := pb.Stop(); err != nil {
-			tb.Errorf("%v", err)
-		}
-	})
-	return pb
+	return stopAtCleanup(tb, pb, err)
 }
 
 // writeConfig writes the configuration for port.

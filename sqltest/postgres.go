@@ -82,16 +82,11 @@ func NewPostgres(opts ...Option) (*Postgres, error) {
 		return nil, fmt.Errorf("sqltest: postgres: %w", err)
 	}
 	pg := &Postgres{}
-	for _, opt := range opts {
-		opt(&pg.s.cfg)
+	pg.s.cfg = newConfig(opts)
+	if err := pg.s.makeDir("postgres", "postgres.log"); err != nil {
+		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "sqltest-postgres-")
-	if err != nil {
-		return nil, fmt.Errorf("sqltest: postgres: create directory: %w", err)
-	}
-	pg.dataDir = filepath.Join(dir, "data")
-	pg.s.dir = dir
-	pg.s.logPath = filepath.Join(dir, "postgres.log")
+	pg.dataDir = filepath.Join(pg.s.dir, "data")
 	pg.s.flavor = flavor{
 		kind:     "postgres",
 		bin:      filepath.Join(binDir, "postgres"),
@@ -102,18 +97,12 @@ func NewPostgres(opts ...Option) (*Postgres, error) {
 		shutdown: sigInt, // "fast" shutdown: clients are disconnected
 		clean:    pg.clean,
 	}
-	err = as.chown(dir)
-	if err == nil {
-		err = tmpl.write(pg.dataDir, as)
-	}
-	if err == nil {
-		err = pg.s.start()
-	}
+	err = pg.s.launch(
+		func() error { return as.chown(pg.s.dir) },
+		func() error { return tmpl.write(pg.dataDir, as) },
+	)
 	if err != nil {
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		return nil, fmt.Errorf("sqltest: start postgres: %w", err)
+		return nil, err
 	}
 	return pg, nil
 }
@@ -126,15 +115,7 @@ func NewPostgres(opts ...Option) (*Postgres, error) {
 func StartPostgres(tb TB, opts ...Option) *Postgres {
 	tb.Helper()
 	pg, err := NewPostgres(opts...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := pg.Stop(); err != nil {
-			tb.Errorf("%v", err)
-		}
-	})
-	return pg
+	return stopAtCleanup(tb, pg, err)
 }
 
 // args returns the postgres command line for port.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,40 @@ type server struct {
 	paused  bool
 	stopped bool
 	unhold  func() // gives back the port held while the server is down, or nil
+}
+
+// makeDir creates the temporary directory of a new server of kind,
+// sqltest-KIND-*, which is to hold its log, logName.
+func (s *server) makeDir(kind, logName string) error {
+	dir, err := os.MkdirTemp("", "sqltest-"+kind+"-")
+	if err != nil {
+		return fmt.Errorf("sqltest: %s: create directory: %w", kind, err)
+	}
+	s.dir, s.logPath = dir, filepath.Join(dir, logName)
+	return nil
+}
+
+// launch runs the steps that prepare the new server's directory, one
+// after another, then starts the server (start). If one fails, it
+// removes the directory, and the error says which kind of server did not
+// start.
+func (s *server) launch(steps ...func() error) error {
+	var err error
+	for _, step := range steps {
+		if err = step(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = s.start()
+	}
+	if err != nil {
+		if rerr := os.RemoveAll(s.dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return fmt.Errorf("sqltest: start %s: %w", s.kind, err)
+	}
+	return nil
 }
 
 // start starts the server on a free port, trying other ports if the
