@@ -223,12 +223,10 @@ func (s *session) pingEtcd(ctx context.Context) error {
 // that the store cannot serve (64); an unavailable cluster (69). Other
 // errors, and exitErrors, are returned as they are.
 func (s *session) etcdFailure(err error) error {
-	var ee *exitError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ee):
+	if settled(err) {
 		return err
+	}
+	switch {
 	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthToken):
 		return exitf(exitNoPerm, "etcd at %s asks for a user name and password (etcd://USER:PASSWORD@HOST...): %v", s.addr, rootCause(err))
 	case errors.Is(err, rpctypes.ErrAuthFailed):

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,13 +105,7 @@ func TestEtcdRunStatusListUnlock(t *testing.T) {
 		t.Fatalf("the library sees %+v, want job held by %s with token %d", info, holder, token)
 	}
 
-	ran := filepath.Join(t.TempDir(), "ran")
-	r := run(t, "run", "--store", url, "--wait", "0", "job", "--", "touch", ran)
-	r.wantCode(t, exitNotAcquired)
-	wantStderr(t, r, `"job"`, "not acquired", "held by "+holder)
-	if _, err := os.Stat(ran); err == nil {
-		t.Error("the command ran without the lock")
-	}
+	checkHeldNow(t, url, "job", holder)
 
 	token2 := filepath.Join(t.TempDir(), "token2")
 	second := start(t, []string{"TOKEN=" + token2}, "run", "--store", url, "job", "--", "sh", "-c", `echo "$DISTLOCK_TOKEN" >"$TOKEN"`)
@@ -120,64 +113,24 @@ func TestEtcdRunStatusListUnlock(t *testing.T) {
 		return strings.Contains(readFile(t, second.stderr), "waiting for job")
 	})
 
-	r = run(t, "status", "--store", url, "job")
-	r.wantCode(t, 0)
-	for _, want := range []string{"state:      locked", "kind:       mutex", "holder:     " + holder, "token:      " + strconv.FormatUint(token, 10)} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("status does not contain %q:\n%s", want, r.stdout)
-		}
-	}
-	st := statusJSONOf(t, "--store", url, "job")
-	if !st.Locked || st.Kind != "mutex" || st.Holder == nil || st.Holder.PID != first.cmd.Process.Pid || st.Holder.Host != host ||
-		st.Token != token || st.TTLMillis <= 0 {
-		t.Errorf("status --json = %+v, want job held by %s, token %d, with a TTL", st, holder, token)
-	}
+	checkStatusHeld(t, url, "job", first, host, token)
 
 	hold(t, c, "other")
-	r = run(t, "list", "--store", url)
+	r := run(t, "list", "--store", url)
 	r.wantCode(t, 0)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[1], "job ") ||
 		!strings.Contains(lines[1], holder) || !strings.HasPrefix(lines[2], "other ") {
 		t.Errorf("list printed:\n%s\nwant job held by %s, and other", r.stdout, holder)
 	}
-	r = run(t, "list", "--store", url, "--json", "j*")
-	r.wantCode(t, 0)
-	var states []lockState
-	if err := json.Unmarshal([]byte(r.stdout), &states); err != nil {
-		t.Fatalf("list --json printed %q: %v", r.stdout, err)
-	}
-	if len(states) != 1 || states[0].Name != "job" || states[0].Holder == nil || states[0].Holder.PID != first.cmd.Process.Pid {
-		t.Errorf("list --json j* = %+v, want job held by %s", states, holder)
-	}
+	checkListJSON(t, url, "j*", first, holder)
 
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code := first.wait(); code != 0 {
-		t.Fatalf("first run: exit %d; stderr %q", code, first.errOut())
-	}
-	if code := second.wait(); code != 0 {
-		t.Fatalf("second run: exit %d; stderr %q", code, second.errOut())
-	}
+	releaseFirst(t, release, first, second)
 	if next, err := strconv.ParseUint(strings.TrimSpace(readFile(t, token2)), 10, 64); err != nil || next <= token {
 		t.Errorf("second token %d (%v), want above the first's %d", next, err, token)
 	}
 
-	forced, forcedToken := startHolder(t, nil, "--store", url, "forced")
-	run(t, "unlock", "--store", url, "forced").wantCode(t, exitUsage) // without --force
-	r = run(t, "unlock", "--store", url, "--force", "forced")
-	r.wantCode(t, 0)
-	want := fmt.Sprintf("released forced (was held by %s/%d, token %d)", host, forced.cmd.Process.Pid, forcedToken)
-	if !strings.Contains(r.stdout, want) {
-		t.Errorf("unlock printed %q, want %q", r.stdout, want)
-	}
-	if code := forced.wait(); code != exitLockLost || !strings.Contains(forced.errOut(), "revoked") {
-		t.Errorf("the forced run: exit %d, stderr %q; want %d, revoked", code, forced.errOut(), exitLockLost)
-	}
-	if st := statusJSONOf(t, "--store", url, "forced"); st.Locked {
-		t.Errorf("status after unlock --force = %+v, want free", st)
-	}
+	checkForcedUnlock(t, url, host, "revoked")
 
 	cl.Members()[0].Kill()
 	if st := statusJSONOf(t, "--store", url, "other"); !st.Locked || st.Holder == nil || st.Holder.PID != os.Getpid() {
@@ -269,11 +222,7 @@ func TestStoreURLErrors(t *testing.T) {
 				args = append([]string{"status"}, args...)
 			}
 			r := distlockEnv(t, tc.env, append(args, "name")...)
-			r.wantCode(t, exitUsage)
-			wantStderr(t, r, tc.want...)
-			if strings.Contains(r.stderr, "sekret") {
-				t.Errorf("stderr %q shows the password", r.stderr)
-			}
+			wantFailure(t, r, exitUsage, tc.want...)
 		})
 	}
 }
@@ -295,11 +244,7 @@ func TestEtcdDown(t *testing.T) {
 			t.Run(args[0]+"/"+strings.Split(url, "@")[0], func(t *testing.T) {
 				t.Parallel()
 				r := run(t, args...)
-				r.wantCode(t, exitUnavailable)
-				wantStderr(t, r, "cannot reach etcd at "+addr, "connection refused")
-				if strings.Contains(r.stderr, "sekret") {
-					t.Errorf("stderr %q shows the password", r.stderr)
-				}
+				wantFailure(t, r, exitUnavailable, "cannot reach etcd at "+addr, "connection refused")
 			})
 		}
 	}
@@ -507,18 +452,7 @@ func TestEtcdQueuedKinds(t *testing.T) {
 			if tc.err != nil {
 				t.Fatalf("the library refuses %s on etcd: %v", tc.name, tc.err)
 			}
-			holder, token := startHolder(t, nil, append(append([]string{"--store", url}, tc.flags...), name)...)
-			args := append(append([]string{"run", "--store", url, "--wait", "0"}, tc.conflict...), name, "--", "true")
-			run(t, args...).wantCode(t, exitNotAcquired)
-			run(t, "run", "--store", url, "--wait", "0", name, "--", "true").wantCode(t, exitWrongKind)
-			st := statusJSONOf(t, "--store", url, name)
-			if !st.Locked || st.Kind != tc.kind || !slices.Contains(holderTokens(st), token) {
-				t.Errorf("status --json = %+v, want %s held with token %d", st, tc.kind, token)
-			}
-			run(t, "unlock", "--store", url, "--force", name).wantCode(t, 0)
-			if code := holder.wait(); code != exitLockLost {
-				t.Errorf("the unlocked run: exit %d, want %d; stderr %q", code, exitLockLost, holder.errOut())
-			}
+			checkQueuedKind(t, url, name, tc.flags, tc.conflict, tc.kind)
 		})
 	}
 

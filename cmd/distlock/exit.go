@@ -77,6 +77,13 @@ func exitf(status int, format string, args ...any) error {
 	return &exitError{status, fmt.Errorf(format, args...)}
 }
 
+// settled reports whether err needs no turning into an exitError: it is
+// nil, or an exitError already.
+func settled(err error) bool {
+	var ee *exitError
+	return err == nil || errors.As(err, &ee)
+}
+
 // usageErrorf returns a usage error (status 64).
 func usageErrorf(format string, args ...any) error {
 	return exitf(exitUsage, format, args...)

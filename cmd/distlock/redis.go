@@ -289,12 +289,10 @@ func (s *session) ping(ctx context.Context) error {
 // (77) or an unavailable server (69). Other errors, and exitErrors, are
 // returned as they are.
 func (s *session) failure(err error) error {
-	var ee *exitError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ee):
+	if settled(err) {
 		return err
+	}
+	switch {
 	case s.etcd != nil:
 		return s.etcdFailure(err)
 	case s.isSQL():

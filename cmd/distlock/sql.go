@@ -386,12 +386,10 @@ func (s *session) closeSQL() {
 // cannot serve (64); an unavailable or failing database (69). Other
 // errors, and exitErrors, are returned as they are.
 func (s *session) sqlFailure(err error) error {
-	var ee *exitError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ee):
+	if settled(err) {
 		return err
+	}
+	switch {
 	case errors.Is(err, distlock.ErrUnsupported):
 		return s.unsupported("this request", err)
 	case errors.Is(err, distlock.ErrInvalidOption), errors.Is(err, context.Canceled):

@@ -5,12 +5,10 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,57 +200,24 @@ func sqlMutexScenario(t *testing.T, url string, c *distlock.Client, polls bool) 
 		t.Fatalf("the library sees %+v, want job held by %s with token %d", info, holder, token)
 	}
 
-	ran := filepath.Join(dir, "ran")
-	r := run(t, "run", "--store", url, "--wait", "0", "job", "--", "touch", ran)
-	r.wantCode(t, exitNotAcquired)
-	wantStderr(t, r, `"job"`, "not acquired", "held by "+holder)
-	if _, err := os.Stat(ran); err == nil {
-		t.Error("the command ran without the lock")
-	}
+	checkHeldNow(t, url, "job", holder)
 
 	token2 := filepath.Join(dir, "token2")
 	second := start(t, []string{"TOKEN=" + token2, "ORDER=" + order}, "run", "--store", url, "job", "--", "sh", "-c",
 		`echo "$DISTLOCK_TOKEN" >"$TOKEN"; echo second >>"$ORDER"`)
 	awaitOutput(t, second.stderr, "waiting for job")
 
-	r = run(t, "status", "--store", url, "job")
-	r.wantCode(t, 0)
-	for _, want := range []string{"state:      locked", "kind:       mutex", "holder:     " + holder, "token:      " + strconv.FormatUint(token, 10)} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("status does not contain %q:\n%s", want, r.stdout)
-		}
-	}
-	st := statusJSONOf(t, "--store", url, "job")
-	if !st.Locked || st.Kind != "mutex" || st.Holder == nil || st.Holder.PID != first.cmd.Process.Pid || st.Holder.Host != host ||
-		st.Token != token || st.TTLMillis <= 0 {
-		t.Errorf("status --json = %+v, want job held by %s, token %d, with a TTL", st, holder, token)
-	}
+	checkStatusHeld(t, url, "job", first, host, token)
 
-	r = run(t, "list", "--store", url, "jo*")
+	r := run(t, "list", "--store", url, "jo*")
 	r.wantCode(t, 0)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[1], "job ") || !strings.Contains(lines[1], holder) {
 		t.Errorf("list jo* printed:\n%s\nwant job held by %s", r.stdout, holder)
 	}
-	r = run(t, "list", "--store", url, "--json", "job")
-	r.wantCode(t, 0)
-	var states []lockState
-	if err := json.Unmarshal([]byte(r.stdout), &states); err != nil {
-		t.Fatalf("list --json printed %q: %v", r.stdout, err)
-	}
-	if len(states) != 1 || states[0].Name != "job" || states[0].Holder == nil || states[0].Holder.PID != first.cmd.Process.Pid {
-		t.Errorf("list --json job = %+v, want job held by %s", states, holder)
-	}
+	checkListJSON(t, url, "job", first, holder)
 
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code := first.wait(); code != 0 {
-		t.Fatalf("first run: exit %d; stderr %q", code, first.errOut())
-	}
-	if code := second.wait(); code != 0 {
-		t.Fatalf("second run: exit %d; stderr %q", code, second.errOut())
-	}
+	releaseFirst(t, release, first, second)
 	if got := readFile(t, order); got != "first\nsecond\n" {
 		t.Errorf("the commands wrote %q, want first then second: the second ran while the first held the lock", got)
 	}
@@ -260,24 +225,11 @@ func sqlMutexScenario(t *testing.T, url string, c *distlock.Client, polls bool) 
 		t.Errorf("second token %d (%v), want above the first's %d", next, err, token)
 	}
 
-	forced, forcedToken := startHolder(t, nil, "--store", url, "forced")
-	run(t, "unlock", "--store", url, "forced").wantCode(t, exitUsage) // without --force
-	r = run(t, "unlock", "--store", url, "--force", "forced")
-	r.wantCode(t, 0)
-	want := fmt.Sprintf("released forced (was held by %s/%d, token %d)", host, forced.cmd.Process.Pid, forcedToken)
-	if !strings.Contains(r.stdout, want) {
-		t.Errorf("unlock printed %q, want %q", r.stdout, want)
-	}
 	why := "revoked"
 	if polls {
 		why = "no longer held"
 	}
-	if code := forced.wait(); code != exitLockLost || !strings.Contains(forced.errOut(), why) {
-		t.Errorf("the forced run: exit %d, stderr %q; want %d, %s", code, forced.errOut(), exitLockLost, why)
-	}
-	if st := statusJSONOf(t, "--store", url, "forced"); st.Locked {
-		t.Errorf("status after unlock --force = %+v, want free", st)
-	}
+	checkForcedUnlock(t, url, host, why)
 
 	// --now frees the lock at once; its holder learns of it at its next
 	// renewal at the latest, after the test.
@@ -369,19 +321,7 @@ func sqlKindsScenario(t *testing.T, url string) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			name := "kind-" + tc.name
-			holder, token := startHolder(t, nil, append(append([]string{"--store", url}, tc.flags...), name)...)
-			args := append(append([]string{"run", "--store", url, "--wait", "0"}, tc.conflict...), name, "--", "true")
-			run(t, args...).wantCode(t, exitNotAcquired)
-			run(t, "run", "--store", url, "--wait", "0", name, "--", "true").wantCode(t, exitWrongKind)
-			st := statusJSONOf(t, "--store", url, name)
-			if !st.Locked || st.Kind != tc.kind || !slices.Contains(holderTokens(st), token) {
-				t.Errorf("status --json = %+v, want %s held with token %d", st, tc.kind, token)
-			}
-			run(t, "unlock", "--store", url, "--force", name).wantCode(t, 0)
-			if code := holder.wait(); code != exitLockLost {
-				t.Errorf("the unlocked run: exit %d, want %d; stderr %q", code, exitLockLost, holder.errOut())
-			}
+			checkQueuedKind(t, url, "kind-"+tc.name, tc.flags, tc.conflict, tc.kind)
 		})
 	}
 }
@@ -456,22 +396,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON distlock_locks, distlock_locks_once TO a
 
 		addr := pg.Addr()
 		app := postgresURL(pg, "app", appPassword)
-		holder, token := startHolder(t, nil, "--store", app, "authed")
-		if st := statusJSONOf(t, "--store", app, "authed"); !st.Locked || st.Holder == nil || st.Holder.PID != holder.cmd.Process.Pid || st.Token != token {
-			t.Errorf("status --json = %+v, want authed held by %d with token %d", st, holder.cmd.Process.Pid, token)
-		}
-		outputs := []result{run(t, "list", "--store", app), run(t, "unlock", "--force", "--store", app, "authed")}
-		if code := holder.wait(); code != exitLockLost {
-			t.Errorf("the unlocked run: exit %d, want %d; stderr %q", code, exitLockLost, holder.errOut())
-		}
-		for _, r := range outputs {
-			r.wantCode(t, 0)
-		}
-		for _, tc := range []struct {
-			name string
-			args []string
-			want []string
-		}{
+		sqlAuthScenario(t, app, nil, []refusal{
 			{"wrong password/run", []string{"run", "--store", postgresURL(pg, "app", "wrong-sekret"), "job", "--", "true"},
 				[]string{"PostgreSQL at " + addr + " refused the credentials", "28P01"}},
 			{"wrong password/status", []string{"status", "--store", postgresURL(pg, "app", "wrong-sekret"), "job"},
@@ -484,18 +409,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON distlock_locks, distlock_locks_once TO a
 			// tables in the public schema: the store cannot make its own.
 			{"may not create a table", []string{"run", "--store", app + "?table=app_locks", "job", "--", "true"},
 				[]string{"refused a request to this user", "app_locks", "distlock sql-schema", "42501"}},
-		} {
-			r := run(t, tc.args...)
-			t.Logf("%s: %s", tc.name, strings.TrimSpace(r.stderr))
-			r.wantCode(t, exitNoPerm)
-			wantStderr(t, r, tc.want...)
-			outputs = append(outputs, r)
-		}
-		for _, r := range outputs {
-			if strings.Contains(r.stdout+r.stderr, "sekret") {
-				t.Errorf("a command printed a password: stdout %q, stderr %q", r.stdout, r.stderr)
-			}
-		}
+		})
 	})
 
 	t.Run("mariadb", func(t *testing.T) {
@@ -520,41 +434,55 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ` + sqltest.Database + `.distlock_locks_
 		app := mariadbURL(m, "app", appPassword)
 		// A short lease: the holder learns of unlock --force at its next
 		// renewal, a third of --ttl later (MariaDB pushes no notices).
-		holder, token := startHolder(t, nil, "--store", app, "--ttl", "3s", "authed")
-		if st := statusJSONOf(t, "--store", app, "authed"); !st.Locked || st.Holder == nil || st.Holder.PID != holder.cmd.Process.Pid || st.Token != token {
-			t.Errorf("status --json = %+v, want authed held by %d with token %d", st, holder.cmd.Process.Pid, token)
-		}
-		outputs := []result{run(t, "list", "--store", app), run(t, "unlock", "--force", "--store", app, "authed")}
-		if code := holder.wait(); code != exitLockLost {
-			t.Errorf("the unlocked run: exit %d, want %d; stderr %q", code, exitLockLost, holder.errOut())
-		}
-		for _, r := range outputs {
-			r.wantCode(t, 0)
-		}
-		for _, tc := range []struct {
-			name string
-			args []string
-			want []string
-		}{
+		sqlAuthScenario(t, app, []string{"--ttl", "3s"}, []refusal{
 			{"wrong password/run", []string{"run", "--store", mariadbURL(m, "app", "wrong-sekret"), "job", "--", "true"},
 				[]string{"MariaDB/MySQL at " + addr + " refused the credentials", "1045"}},
 			{"no privileges/status", []string{"status", "--store", mariadbURL(m, "nobody", nobodyPassword), "job"},
 				[]string{"MariaDB/MySQL at " + addr + " refused a request to this user", "1044"}},
 			{"may not create a table", []string{"run", "--store", app + "?table=app_locks", "job", "--", "true"},
 				[]string{"refused a request to this user", "app_locks", "1142"}},
-		} {
-			r := run(t, tc.args...)
-			t.Logf("%s: %s", tc.name, strings.TrimSpace(r.stderr))
-			r.wantCode(t, exitNoPerm)
-			wantStderr(t, r, tc.want...)
-			outputs = append(outputs, r)
-		}
-		for _, r := range outputs {
-			if strings.Contains(r.stdout+r.stderr, "sekret") {
-				t.Errorf("a command printed a password: stdout %q, stderr %q", r.stdout, r.stderr)
-			}
-		}
+		})
 	})
+}
+
+// A refusal is a command that the store refuses to its user (77), named
+// for the log, and what its message must say.
+type refusal struct {
+	name string
+	args []string
+	want []string
+}
+
+// sqlAuthScenario runs the commands on the SQL store at app as a user,
+// with a password, allowed to read and write the tables: a run (with
+// holderFlags) holds a lock, status --json shows it, list and unlock
+// --force succeed, and the unlocked run ends (70). Then each of refusals
+// fails with status 77 and says what it wants; no output shows a
+// password.
+func sqlAuthScenario(t *testing.T, app string, holderFlags []string, refusals []refusal) {
+	holder, token := startHolder(t, nil, append(append([]string{"--store", app}, holderFlags...), "authed")...)
+	if st := statusJSONOf(t, "--store", app, "authed"); !st.Locked || st.Holder == nil || st.Holder.PID != holder.cmd.Process.Pid || st.Token != token {
+		t.Errorf("status --json = %+v, want authed held by %d with token %d", st, holder.cmd.Process.Pid, token)
+	}
+	outputs := []result{run(t, "list", "--store", app), run(t, "unlock", "--force", "--store", app, "authed")}
+	if code := holder.wait(); code != exitLockLost {
+		t.Errorf("the unlocked run: exit %d, want %d; stderr %q", code, exitLockLost, holder.errOut())
+	}
+	for _, r := range outputs {
+		r.wantCode(t, 0)
+	}
+	for _, tc := range refusals {
+		r := run(t, tc.args...)
+		t.Logf("%s: %s", tc.name, strings.TrimSpace(r.stderr))
+		r.wantCode(t, exitNoPerm)
+		wantStderr(t, r, tc.want...)
+		outputs = append(outputs, r)
+	}
+	for _, r := range outputs {
+		if strings.Contains(r.stdout+r.stderr, "sekret") {
+			t.Errorf("a command printed a password: stdout %q, stderr %q", r.stdout, r.stderr)
+		}
+	}
 }
 
 // requirePasswords makes pg ask the users for their passwords over TCP
@@ -606,11 +534,7 @@ func TestSQLDown(t *testing.T) {
 				t.Parallel()
 				r := run(t, args...)
 				t.Logf("%s", strings.TrimSpace(r.stderr))
-				r.wantCode(t, exitUnavailable)
-				wantStderr(t, r, "cannot reach "+tc.dbms+" at "+addr, "connection refused")
-				if strings.Contains(r.stderr, "sekret") {
-					t.Errorf("stderr %q shows the password", r.stderr)
-				}
+				wantFailure(t, r, exitUnavailable, "cannot reach "+tc.dbms+" at "+addr, "connection refused")
 			})
 		}
 	}
@@ -655,11 +579,7 @@ func TestSQLURLErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := distlockEnv(t, tc.env, append(append([]string{"status"}, tc.args...), "name")...)
-			r.wantCode(t, exitUsage)
-			wantStderr(t, r, tc.want...)
-			if strings.Contains(r.stderr, "sekret") {
-				t.Errorf("stderr %q shows the password", r.stderr)
-			}
+			wantFailure(t, r, exitUsage, tc.want...)
 		})
 	}
 }
