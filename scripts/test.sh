@@ -8,14 +8,15 @@
 #   .            the library (package distlock, redisstore, redistest, ...)
 #   cmd/distlock the distlock command (its own module, so that etcd's
 #                client and gRPC stay out of the root's go.mod); its
-#                tests drive the binary against redis-server processes
-#                and embedded etcd members
+#                tests drive the binary against redis-server processes,
+#                embedded etcd members, PostgreSQL and MariaDB servers
 #   safety/      the safety suite: ACL, TLS, bad input, fault tests, and
-#                six chaos runs of fixed length (TestChaos 40 s,
+#                eight chaos runs of fixed length (TestChaos 40 s,
 #                TestChaosCluster, TestChaosRedlock, TestChaosSentinel and
 #                TestChaosSentinelAck 20 s each, the last two with Sentinel
-#                failovers that take a few seconds each, and TestChaosEtcd
-#                40 s, on three embedded etcd members)
+#                failovers that take a few seconds each, TestChaosEtcd
+#                40 s, on three embedded etcd members, TestChaosSQL 30 s on
+#                PostgreSQL and TestChaosSQLMariaDB 20 s)
 #   bench/       the comparison harness's own tests (the benchmarks are run
 #                by bench/cmd/lockbench, not here)
 #   etcdstore/   the etcd store (its own module: etcd's client only)
