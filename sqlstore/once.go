@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/distlock/distlock/store"
@@ -52,7 +53,11 @@ func (s *Store) RecordOnce(ctx context.Context, name string, rec store.Record, k
 		}
 		return nil
 	}, func(w *work) error {
-		return w.tx.saveOnce(ctx, name, rec, max(keep, time.Millisecond))
+		err := w.tx.saveOnce(ctx, name, rec, max(keep, time.Millisecond))
+		if err != nil && !errors.Is(err, errConflict) {
+			err = backendErr(err)
+		}
+		return err
 	})
 	return held, err
 }

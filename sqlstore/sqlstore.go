@@ -265,14 +265,19 @@ type dialect interface {
 	onceTable
 }
 
-// A transaction holds rows locked until it commits or rolls back.
+// A transaction is a step's hold on its rows: on PostgreSQL a database
+// transaction that locks them until it commits or rolls back; on MySQL a
+// read of them that commit writes back by compare-and-swap.
 type transaction interface {
-	// lock locks the rows of names (sorted) that exist, FOR UPDATE, and
-	// reads the database's clock once they are locked.
+	// lock reads the rows of names (sorted) that exist, and the
+	// database's clock (read as they are: possibly before their locks
+	// are granted, which is safe, see pgTx.lock); on PostgreSQL it locks
+	// them FOR UPDATE.
 	lock(ctx context.Context, names []string) ([]*row, int64, error)
 	// commit writes rows, sends notices (where the database can), and
 	// commits; relaxed, it may return before the commit is durable (a
-	// crash may then lose it). Its outcome is unknown when it fails.
+	// crash may then lose it). Its outcome is unknown when it fails, but
+	// for errConflict: nothing was written.
 	commit(ctx context.Context, rows []*row, notices []notice, relaxed bool) error
 	// rollback ends the transaction without writing.
 	rollback()
@@ -294,9 +299,10 @@ type oneRowSteps interface{ singleRow() bool }
 // but nothing of it is written.
 var errDiscard = errors.New("discard")
 
-// transact runs fn on the rows of names, locked in one transaction (in
-// name order, so that transactions never wait for each other in a
-// cycle), with the database's clock, and commits what it changed; the
+// transact runs fn on the rows of names, held in one transaction (locked
+// in name order, so that transactions never wait for each other in a
+// cycle; or read and written back by compare-and-swap, started again on a
+// conflict), with the database's clock, and commits what it changed; the
 // notices of its steps are sent at commit, and delivered to this store's
 // own watchers. With create, missing rows are made first; without, fn
 // gets only the rows that exist. fn returning errDiscard rolls back
@@ -343,6 +349,9 @@ func (s *Store) transact(ctx context.Context, names []string, create bool, fn fu
 		}
 		if err := fn(&work{now: now, rows: byName, steps: steps, tx: tx}); err != nil {
 			tx.rollback()
+			if errors.Is(err, errConflict) && attempt < 100 && ctx.Err() == nil {
+				continue // nothing was written: the step starts again
+			}
 			if errors.Is(err, errDiscard) {
 				return nil
 			}
