@@ -68,6 +68,11 @@ func (s *Store) slotKey(name string, kind store.Kind, n int) string {
 func (s *Store) bindKey(name string, kind store.Kind, owner string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.bindKeyLocked(name, kind, owner)
+}
+
+// bindKeyLocked is bindKey with s.mu held.
+func (s *Store) bindKeyLocked(name string, kind store.Kind, owner string) string {
 	at := slotOf{owner, name}
 	n, ok := s.slots.of[at]
 	if !ok {
@@ -105,17 +110,19 @@ func (s *Store) ownKeyLocked(name string, kind store.Kind, owner string) string 
 	return s.slotKey(name, kind, n)
 }
 
-// abandonKey is ownKey for an Abandon about to be sent: the owner's slot,
-// if it has one, stays its own until an Abandon of it is confirmed
-// (abandoned).
+// abandonKey is the key of owner for an Abandon about to be sent: its
+// slot's, given to it now if it has none, and its own until an Abandon of
+// it is confirmed (abandoned). An owner without a slot may still get one:
+// its acquisition may not have bound its key yet (the Client abandons an
+// attempt whose caller gave up the moment it was started), and its put
+// may reach etcd before this Abandon, with no mark to refuse it. That put
+// must be of the key this Abandon deletes: bindKey gives the acquisition
+// the slot reserved here.
 func (s *Store) abandonKey(name string, kind store.Kind, owner string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at := slotOf{owner, name}
-	if _, ok := s.slots.of[at]; ok {
-		s.slots.abandoning[at] = true
-	}
-	return s.ownKeyLocked(name, kind, owner)
+	s.slots.abandoning[slotOf{owner, name}] = true
+	return s.bindKeyLocked(name, kind, owner)
 }
 
 // abandoned records that an Abandon of owner in the lock name was

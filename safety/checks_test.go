@@ -551,13 +551,9 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 			case "rpcerr", "wcomp":
 				etcdReqs = append(etcdReqs, rec) // see checkEtcd
 			case "abok":
-				// Clean-ups the store confirmed (checkSQL's give-ups). The
-				// etcd mode's are not passed on yet: with them, its
-				// give-up check fails on an etcdstore race (seed 11 of
-				// TestChaosEtcd: a key left after a confirmed abandonment).
-				if r.sql != nil {
-					etcdReqs = append(etcdReqs, rec)
-				}
+				// Clean-ups the store confirmed (the SQL and etcd modes'
+				// give-up checks).
+				etcdReqs = append(etcdReqs, rec)
 			case "enq":
 				etcdReqs = append(etcdReqs, rec)
 				collectEnqueues(enq, rec)
