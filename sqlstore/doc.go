@@ -70,11 +70,11 @@
 // channel: a release wakes the waiters of other processes in about one
 // round trip. MySQL and MariaDB have no notifications, and LISTEN does
 // not work behind a pooler in transaction mode (WithoutNotify): there the
-// store reads the rows of the locks its Client waits for every poll
-// interval (50 ms, jittered; one query for all of them), and wakes the
-// waiters of those that changed. Either way the Client also tries again
-// when the holder's lease would end, so a lost notice costs time, not
-// the lock.
+// store reads the rows of the locks its Client waits for, in one query,
+// every 2 ms while a wait is young, backing off to the poll interval
+// (50 ms), and wakes the waiters of those that changed. Either way the
+// Client also tries again when the holder's lease would end, so a lost
+// notice costs time, not the lock.
 //
 // The queued kinds wait in line in the row's queue, in arrival order; a
 // release grants the lock to the first in line in the same transaction,
