@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distlock/distlock/internal/logtail"
 	"github.com/distlock/distlock/internal/porthold"
 )
 
@@ -128,7 +129,7 @@ func (s *server) start() error {
 // On failure no process is left running, and the error includes the
 // server's output; it wraps errPortInUse if the port was taken.
 func (s *server) startProcess() (*process, error) {
-	mark := fileSize(s.logPath)
+	mark := logtail.Size(s.logPath)
 	p, err := spawn(s.bin, s.args(s.port), s.dir, s.logPath, s.env, s.as)
 	if err != nil {
 		return nil, err
@@ -138,7 +139,7 @@ func (s *server) startProcess() (*process, error) {
 		return p, nil
 	}
 	err = errors.Join(err, p.kill(), s.clean())
-	out := tail(s.logPath, mark)
+	out := logtail.Last(logtail.From(s.logPath, mark))
 	if errors.Is(err, errExited) && !errors.Is(err, errPortInUse) &&
 		strings.Contains(out, "Address already in use") {
 		err = fmt.Errorf("%w: %w", errPortInUse, err)

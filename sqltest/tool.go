@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/distlock/distlock/internal/logtail"
 )
 
 // runTool runs bin with args in dir as the account as, with environment
@@ -20,11 +22,7 @@ func runTool(bin, dir string, env []string, as *account, stdin string, args ...s
 	b, err := cmd.CombinedOutput()
 	out := string(b)
 	if err != nil {
-		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-		if len(lines) > tailLines {
-			lines = lines[len(lines)-tailLines:]
-		}
-		return out, fmt.Errorf("%s: %w\n--- end of output ---\n%s", cmd, err, strings.Join(lines, "\n"))
+		return out, fmt.Errorf("%s: %w\n--- end of output ---\n%s", cmd, err, logtail.Last(out))
 	}
 	return out, nil
 }
