@@ -20,6 +20,7 @@ import (
 type Client struct {
 	cfg    clientConfig
 	store  store.Store
+	system string // what the store keeps locks in, for observers
 	engine *engine.Engine
 	close  sync.Once
 	closed atomic.Bool
@@ -48,7 +49,8 @@ func New(s store.Store, opts ...Option) *Client {
 			cfg.fail(err)
 		}
 	}
-	return &Client{cfg: cfg, store: s, engine: engine.New(s, cfg.observer(), holdCause)}
+	system := systemOf(s)
+	return &Client{cfg: cfg, store: s, system: system, engine: engine.New(s, cfg.observer(system), holdCause)}
 }
 
 // holdCause is the cause of the lease contexts of the lock name that the

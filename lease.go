@@ -25,6 +25,7 @@ type held interface {
 	Name() string
 	Kind() engine.Kind
 	Token() uint64
+	Hold() uint64
 	Tokens() map[string]uint64
 	Context() context.Context
 	ValidUntil() time.Time
@@ -139,7 +140,10 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if l == nil {
 		return clientErr("unlock", errNilLease)
 	}
-	return opErr("unlock", l.Name(), l.l.Unlock(ctx))
+	w, ctx := l.c.startCall(ctx, "unlock", l.Name(), kindOfEngine(l.l.Kind()), l.l.Hold())
+	err := opErr("unlock", l.Name(), l.l.Unlock(ctx))
+	w.end(nil, err)
+	return err
 }
 
 // Extend sets the lease to ttl from now, and makes ttl the lease length of
@@ -161,13 +165,20 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return clientErr("extend", errNilLease)
 	}
+	w, ctx := l.c.startCall(ctx, "extend", l.Name(), kindOfEngine(l.l.Kind()), l.l.Hold())
+	err := opErr("extend", l.Name(), l.extend(ctx, ttl))
+	w.end(nil, err)
+	return err
+}
+
+func (l *Lease) extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
-		return opErr("extend", l.Name(), err)
+		return err
 	}
 	if err := l.c.validate(l.l.Kind(), ttl, 0); err != nil {
-		return opErr("extend", l.Name(), err)
+		return err
 	}
-	return opErr("extend", l.Name(), l.l.Extend(ctx, ttl))
+	return l.l.Extend(ctx, ttl)
 }
 
 // String describes the lease without its secrets.

@@ -19,11 +19,15 @@ type lock struct {
 // acquire takes the lock as spec says, for the method op: Lock with wait,
 // TryLock without.
 func (lk *lock) acquire(ctx context.Context, op string, spec engine.Spec, wait bool) (*Lease, error) {
+	w, ctx := lk.c.startCall(ctx, op, lk.name, kindOfEngine(spec.Kind), 0)
 	l, err := lk.take(ctx, spec, wait)
-	return l, opErr(op, lk.name, err)
+	err = opErr(op, lk.name, err)
+	w.end(l, err)
+	return l, err
 }
 
-// take is acquire for a caller that makes its own error of err.
+// take is acquire, unobserved, for a caller that makes its own error of
+// err.
 func (lk *lock) take(ctx context.Context, spec engine.Spec, wait bool) (*Lease, error) {
 	if lk.err != nil {
 		return nil, lk.err
@@ -108,19 +112,7 @@ func kindOf(st store.State) Kind {
 	if !st.InUse {
 		return KindFree
 	}
-	switch st.Kind {
-	case store.Plain:
-		return KindMutex
-	case store.Fair:
-		return KindFairMutex
-	case store.Election:
-		return KindElection
-	case store.Read, store.Write:
-		return KindRWMutex
-	case store.Semaphore:
-		return KindSemaphore
-	}
-	return KindFree
+	return kindOfEngine(st.Kind)
 }
 
 // holder describes a holder without its secret owner id.

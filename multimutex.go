@@ -92,12 +92,20 @@ func (m *MultiMutex) TryLock(ctx context.Context) (*Lease, error) {
 
 // acquire takes every member for the method op.
 func (m *MultiMutex) acquire(ctx context.Context, op string, wait bool) (*Lease, error) {
+	w, ctx := m.c.startCall(ctx, op, m.name(), KindMutex, 0)
+	l, err := m.take(ctx, wait)
+	err = opErr(op, m.name(), err)
+	w.end(l, err)
+	return l, err
+}
+
+func (m *MultiMutex) take(ctx context.Context, wait bool) (*Lease, error) {
 	if m.err != nil {
-		return nil, opErr(op, m.name(), m.err)
+		return nil, m.err
 	}
 	g, err := m.c.engine.AcquireAll(ctx, m.specs, wait)
 	if err != nil {
-		return nil, opErr(op, m.name(), err)
+		return nil, err
 	}
 	return &Lease{l: g, c: m.c}, nil
 }

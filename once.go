@@ -190,6 +190,21 @@ func (c *Client) OncePer(ctx context.Context, name string, period time.Duration,
 // reporting who runs it without. Its errors are those of the method op;
 // fn's error is joined to them as fn returned it.
 func (c *Client) once(ctx context.Context, op, name string, period, keep time.Duration, wait bool, fn Job, opts []MutexOption) (Run, error) {
+	w, ctx := c.startCall(ctx, op, name, KindMutex, 0)
+	run, err := c.onceUnobserved(ctx, op, name, period, keep, wait, fn, opts)
+	w.end(nil, err)
+	return run, err
+}
+
+// lockOp names the acquisition of a mutex that waits, or not.
+func lockOp(wait bool) string {
+	if wait {
+		return "lock"
+	}
+	return "try-lock"
+}
+
+func (c *Client) onceUnobserved(ctx context.Context, op, name string, period, keep time.Duration, wait bool, fn Job, opts []MutexOption) (Run, error) {
 	if fn == nil {
 		return Run{}, opErr(op, name, fmt.Errorf("%w: nil job", ErrInvalidOption))
 	}
@@ -276,7 +291,8 @@ func (c *Client) takeOnce(ctx context.Context, m *Mutex, period time.Duration, w
 		if err != nil || run.State != 0 {
 			return nil, run, notStarted(ctx, err)
 		}
-		lease, err := m.take(ctx, m.spec, wait)
+		lease, err := m.acquire(ctx, lockOp(wait), m.spec, wait)
+		err = errors.Unwrap(err) // the *Error of acquire: once makes its own
 		if !wait && errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrBackend) && !errors.Is(err, ErrWrongKind) {
 			info, ierr := m.info(ctx)
 			if ierr != nil {

@@ -22,9 +22,10 @@ const (
 type Option func(*clientConfig)
 
 type clientConfig struct {
-	logger  *slog.Logger
-	handler func(Event)
-	err     error
+	logger    *slog.Logger
+	handler   func(Event)
+	observers []Observer
+	err       error
 }
 
 func (c *clientConfig) fail(err error) {

@@ -101,6 +101,9 @@ func (s *Store) Validate(kind store.Kind, lease, queue time.Duration) error {
 	return nil
 }
 
+// System names the store for observers (store.SystemNamer): "etcd".
+func (s *Store) System() string { return "etcd" }
+
 // Close ends the store's watches and revokes its leases: the keys its
 // Client could not release go with them. It does not close the etcd
 // client.

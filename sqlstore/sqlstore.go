@@ -151,6 +151,15 @@ func (s *Store) Validate(kind store.Kind, lease, queue time.Duration) error {
 	return nil
 }
 
+// System names the store for observers (store.SystemNamer):
+// "postgresql" or "mysql" (MariaDB too).
+func (s *Store) System() string {
+	if _, ok := s.db.(*postgres); ok {
+		return "postgresql"
+	}
+	return "mysql"
+}
+
 // Close ends the store's listening connection or poller. It does not
 // close the pool or database given to the constructor.
 func (s *Store) Close() error {

@@ -98,3 +98,11 @@ type LeaderWatcher interface {
 	// fn must not block.
 	WatchLeader(ctx context.Context, name string, fn func(a Announcement, lost bool)) (stop func(), err error)
 }
+
+// A SystemNamer names what a store keeps its locks in, for the metrics and
+// traces of distlock's observers: "redis", "redlock", "etcd",
+// "postgresql", "mysql" (MariaDB too). A store that does not implement
+// it is reported as "other".
+type SystemNamer interface {
+	System() string
+}

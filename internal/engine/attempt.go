@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -66,7 +65,7 @@ func (e *Engine) hold(ctx context.Context, s Spec, r Request, g Grant, sent time
 	}
 	if late {
 		// The reply came too late to be of use: the lease is (nearly) over.
-		e.lose(h, fmt.Errorf("%w: the acquisition reply came after the lease deadline", ErrLockLost), true)
+		e.lose(h, lostErr(LossRenewalFailed, "the acquisition reply came after the lease deadline"), true)
 		return nil, nil
 	}
 	awaitRevoked(ctx, revoking)

@@ -111,6 +111,14 @@ func (e *Engine) emit(ev Event) {
 	}
 }
 
+// acquired reports the acquisition of l, the first lease of its hold, by
+// a call that waited for wait, and starts the hold's clock of Ended.
+func (e *Engine) acquired(l *Lease, wait time.Duration) {
+	h := l.hold
+	h.granted.CompareAndSwap(0, int64(e.now())+1)
+	e.emit(Event{Kind: Acquired, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Holds: 1, Wait: wait})
+}
+
 // Acquire takes the lock described by s. With wait it blocks until the lock
 // is held or ctx ends; without, it makes one attempt and returns an error
 // wrapping ErrNotAcquired if someone else holds the lock, or if others are
@@ -160,7 +168,7 @@ func (e *Engine) tryOnce(ctx context.Context, s Spec) (*Lease, error) {
 	case l == nil:
 		return nil, refused(g)
 	}
-	e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
+	e.acquired(l, 0)
 	return l, nil
 }
 
@@ -283,7 +291,7 @@ func (e *Engine) checkCapacity(s Spec, g Grant) {
 	}
 	e.mu.Unlock()
 	if g.Capacity != s.Capacity && (!reported || last != g.Capacity) {
-		e.emit(Event{Kind: Mismatch, Name: s.Name,
+		e.emit(Event{Kind: Mismatch, Name: s.Name, Lock: s.Kind,
 			Err: fmt.Errorf("%d permits in the store, %d here: the store's number is in force", g.Capacity, s.Capacity)})
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// holdIDs is the last Hold id handed out, by any engine of the process:
+// observers shared by Clients tell holds apart by it.
+var holdIDs atomic.Uint64
+
 // A Hold is one owner's possession of one lock, from acquisition to release
 // or loss. Re-entrant acquisitions add Leases to the same Hold.
 //
@@ -24,6 +28,7 @@ type Hold struct {
 	name  string
 	kind  Kind
 	owner string
+	id    uint64        // unique in the process: events name the hold by it
 	token uint64        // set when the lock is granted (queued kinds); read-only once a Lease is out
 	renew bool          // the watchdog renews the lease
 	queue time.Duration // queued kinds: how long a place lasts without a refresh
@@ -36,6 +41,7 @@ type Hold struct {
 	vals context.Context // the acquiring caller's context: its values, not its end
 
 	lastHold atomic.Uint64 // the last hold id handed out
+	granted  atomic.Int64  // 1 + the engine's clock when Acquired was reported; 0 before (see acquired)
 	first    Lease         // the lease of the acquisition, hold id 1: allocated with the hold
 
 	// lateRelease: the hold was lost as Redis reported it (gone, taken
@@ -134,7 +140,7 @@ func holdIn(ctx context.Context, e *Engine, name string) *Hold {
 // newHold returns the hold of owner acquired as s says by a caller whose
 // context is ctx: the hold's context carries ctx's values, not its end.
 func newHold(ctx context.Context, e *Engine, s Spec, owner string, token uint64) *Hold {
-	h := &Hold{e: e, name: s.Name, kind: s.Kind, owner: owner, token: token, renew: s.Renew, queue: s.Queue, leases: 1,
+	h := &Hold{e: e, name: s.Name, kind: s.Kind, owner: owner, id: holdIDs.Add(1), token: token, renew: s.Renew, queue: s.Queue, leases: 1,
 		permits: s.Permits, capacity: s.Capacity, nested: s.Permits, leaseClock: leaseClock{lease: s.Lease, index: -1}}
 	if outer := holdIn(ctx, e, s.Name); outer != nil && outer.kind == Semaphore {
 		h.nested += outer.nested
@@ -183,6 +189,9 @@ func (h *Hold) end(cause error) {
 	h.mu.Unlock()
 	if cancel != nil {
 		cancel(cause)
+	}
+	if at := h.granted.Load(); at != 0 {
+		h.e.emit(Event{Kind: Ended, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Held: h.e.now() - time.Duration(at-1), Reason: ReasonOf(cause), Err: cause})
 	}
 }
 
@@ -297,6 +306,9 @@ func (l *Lease) Kind() Kind { return l.hold.kind }
 
 // Token is the fencing token of the hold.
 func (l *Lease) Token() uint64 { return l.hold.token }
+
+// Hold is the id of the lease's hold, as events name it.
+func (l *Lease) Hold() uint64 { return l.hold.id }
 
 // Tokens returns the fencing token by the name of the lock.
 func (l *Lease) Tokens() map[string]uint64 { return map[string]uint64{l.hold.name: l.hold.token} }

@@ -63,7 +63,10 @@ func (e *Engine) AcquireAll(ctx context.Context, specs []Spec, wait bool) (*Grou
 		case err != nil:
 			return nil, err
 		case g != nil:
-			e.emit(Event{Kind: Acquired, Name: label, Token: g.Token(), Holds: 1, Wait: time.Since(start)})
+			wait := time.Since(start)
+			for _, l := range g.leases {
+				e.acquired(l, wait)
+			}
 			return g, nil
 		case !wait:
 			return nil, refused(Grant{TTL: ttl})
@@ -75,7 +78,8 @@ func (e *Engine) AcquireAll(ctx context.Context, specs []Spec, wait bool) (*Grou
 			if q != nil {
 				e.leave(q, w, true, woken)
 			} else {
-				e.emit(Event{Kind: Waiting, Name: label})
+				e.emit(Event{Kind: Waiting, Name: label, Lock: Plain})
+				defer e.emit(Event{Kind: WaitEnded, Name: label, Lock: Plain})
 			}
 			woken = false
 			if q, w, _, err = e.join(ctx, name, Plain); err != nil {
@@ -239,6 +243,9 @@ func (g *Group) Name() string { return g.name }
 
 // Kind is the kind of every member: Plain.
 func (g *Group) Kind() Kind { return Plain }
+
+// Hold is 0: a group's members are holds of their own (events name each).
+func (g *Group) Hold() uint64 { return 0 }
 
 // Token is the largest of the members' fencing tokens.
 func (g *Group) Token() uint64 {

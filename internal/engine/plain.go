@@ -17,7 +17,7 @@ func (e *Engine) acquirePlain(ctx context.Context, s Spec, start time.Time) (*Le
 			return nil, err
 		}
 		if l != nil {
-			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
+			e.acquired(l, 0)
 			return l, nil
 		}
 	}
@@ -30,7 +30,8 @@ func (e *Engine) acquirePlain(ctx context.Context, s Spec, start time.Time) (*Le
 	// act on, and the head's duty to watch the holder's lease.
 	acquired, woken := false, false
 	defer func() { e.leave(q, w, !acquired, woken) }()
-	e.emit(Event{Kind: Waiting, Name: s.Name})
+	e.emit(Event{Kind: Waiting, Name: s.Name, Lock: s.Kind})
+	defer e.emit(Event{Kind: WaitEnded, Name: s.Name, Lock: s.Kind})
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// The first waiter tries again at once: watching started before this
@@ -49,7 +50,7 @@ func (e *Engine) acquirePlain(ctx context.Context, s Spec, start time.Time) (*Le
 			if l != nil {
 				acquired = true
 				e.heldUntil(q, s.Lease)
-				e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
+				e.acquired(l, time.Since(start))
 				return l, nil
 			}
 			e.heldUntil(q, g.TTL)

@@ -23,7 +23,7 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 			return nil, err
 		}
 		if l != nil {
-			e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1})
+			e.acquired(l, 0)
 			return l, nil
 		}
 	}
@@ -34,6 +34,11 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 	}
 	defer e.leave(q, w, false, false)
 	waiting := false
+	defer func() {
+		if waiting {
+			e.emit(Event{Kind: WaitEnded, Name: s.Name, Lock: s.Kind})
+		}
+	}()
 	for {
 		h, queued, err := e.enqueue(ctx, s)
 		if err != nil {
@@ -41,7 +46,7 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 		}
 		if queued && !waiting {
 			waiting = true
-			e.emit(Event{Kind: Waiting, Name: s.Name})
+			e.emit(Event{Kind: Waiting, Name: s.Name, Lock: s.Kind})
 		}
 		select {
 		case <-h.settled:
@@ -61,7 +66,7 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 			err := e.confirmGrant(ctx, h)
 			if err == nil {
 				awaitRevoked(ctx, e.watchRevoked()) // started by enqueue
-				e.emit(Event{Kind: Acquired, Name: s.Name, Token: l.Token(), Holds: 1, Wait: time.Since(start)})
+				e.acquired(l, time.Since(start))
 				return l, nil
 			}
 			if !errors.Is(err, errGrantGone) {

@@ -55,7 +55,7 @@ func (e *Engine) reenter(ctx context.Context, h *Hold, kind Kind) (*Lease, error
 			case !g.Acquired:
 				// Not this owner's any more: a loss, unless the hold ended
 				// first (released or lost while the re-entry was on its way).
-				e.lose(h, fmt.Errorf("%w: re-entry found it no longer held by this owner", ErrLockLost), false)
+				e.lose(h, lostErr(LossGone, "re-entry found it no longer held by this owner"), false)
 				return outcome{err: h.endErr()}
 			case !waiting:
 				e.releaseHold(h, id, false)
@@ -65,7 +65,7 @@ func (e *Engine) reenter(ctx context.Context, h *Hold, kind Kind) (*Lease, error
 			if l == nil {
 				return outcome{err: h.endErr()}
 			}
-			e.emit(Event{Kind: Acquired, Name: h.name, Token: h.token, Holds: g.Holds})
+			e.emit(Event{Kind: Acquired, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Holds: g.Holds})
 			return outcome{l: l}
 		})
 	if !replied {

@@ -52,9 +52,9 @@ func (e *Engine) releaseAll(ctx context.Context, h *Hold) error {
 		e.cleanup(e.ownerOf(h))
 		return fmt.Errorf("release not confirmed, it is retried in the background and expires with its lease at the latest: %w", err)
 	case res == NotOwner:
-		return fmt.Errorf("%w: it was no longer held by this owner at release", ErrLockLost)
+		return lostErr(LossGone, "it was no longer held by this owner at release")
 	}
-	e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
+	e.emit(Event{Kind: Released, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token})
 	e.handOff(h.name, h.kind)
 	return nil
 }
@@ -88,11 +88,11 @@ func (e *Engine) releaseOne(ctx context.Context, h *Hold, id uint64) error {
 		// No other hold had reached the server (a re-entry on its way):
 		// the lock is free, so the hold has ended.
 		if e.endHold(h, errReleased) {
-			e.emit(Event{Kind: Released, Name: h.name, Token: h.token})
+			e.emit(Event{Kind: Released, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token})
 		}
 		e.handOff(h.name, h.kind)
 	case res == NotOwner:
-		e.lose(h, fmt.Errorf("%w: it was no longer held by this owner at release", ErrLockLost), false)
+		e.lose(h, lostErr(LossGone, "it was no longer held by this owner at release"), false)
 		return h.unlockErr() // nil if the last lease's release came first
 	}
 	return nil
@@ -185,7 +185,7 @@ func (e *Engine) lost(h *Hold, stale bool) {
 	if errors.Is(cause, ErrLeaseExpired) {
 		kind = Expired
 	}
-	e.emit(Event{Kind: kind, Name: h.name, Token: h.token, Err: cause})
+	e.emit(Event{Kind: kind, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Reason: ReasonOf(cause), Err: cause})
 	if stale {
 		e.cleanup(e.ownerOf(h))
 	}

@@ -292,7 +292,7 @@ func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
 			return
 		}
 		if r.settle(h, b.req.Seq, sent, b.req.Lease, err) {
-			r.endLocked(h, fmt.Errorf("%w: renewal found it no longer held by this owner", ErrLockLost))
+			r.endLocked(h, lostErr(LossGone, "renewal found it no longer held by this owner"))
 			lost = append(lost, h)
 			return
 		}
@@ -301,10 +301,11 @@ func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
 		}
 		h.inflight = false
 		if err != nil && !errors.Is(err, ErrSuperseded) {
-			h.renewAt = r.e.now() + retryDelay(h.lease)
-			events = append(events, Event{Kind: RenewFailed, Name: h.name, Token: h.token, Err: err})
+			now := r.e.now()
+			h.renewAt = now + retryDelay(h.lease)
+			events = append(events, Event{Kind: RenewFailed, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Latency: now - sent, Err: err})
 		} else {
-			events = append(events, Event{Kind: Renewed, Name: h.name, Token: h.token, Wait: b.req.Lease})
+			events = append(events, Event{Kind: Renewed, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Wait: b.req.Lease, Latency: r.e.now() - sent})
 		}
 		h.schedule()
 		if h.index >= 0 {
@@ -386,7 +387,7 @@ func (r *renewer) finishExtend(h *Hold, seq uint64, sent, ttl time.Duration, err
 	r.mu.Lock()
 	lost := r.settle(h, seq, sent, ttl, err)
 	if lost {
-		lost = r.endLocked(h, fmt.Errorf("%w: extension found it no longer held by this owner", ErrLockLost))
+		lost = r.endLocked(h, lostErr(LossGone, "extension found it no longer held by this owner"))
 	}
 	ended := h.done
 	r.mu.Unlock()
@@ -441,7 +442,7 @@ func deadlineCause(h *Hold) error {
 	if !h.renew && !h.confirm {
 		return fmt.Errorf("%w: the fixed lease of %v was not renewed", ErrLeaseExpired, h.lease)
 	}
-	return fmt.Errorf("%w: renewal not confirmed before the lease deadline", ErrLockLost)
+	return lostErr(LossRenewalFailed, "renewal not confirmed before the lease deadline")
 }
 
 // validUntil is the local instant before which h's lease certainly holds

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -86,7 +85,7 @@ var closedChan = func() chan struct{} {
 // revoked lock, and changes nothing where the lock is gone.
 func (e *Engine) revoked(name, grantee string) {
 	for _, h := range e.renew.holdsOf(name, grantee) {
-		e.lose(h, fmt.Errorf("%w: revoked by an operator (force-unlock or revoke)", ErrLockLost), false)
+		e.lose(h, lostErr(LossRevoked, "revoked by an operator (force-unlock or revoke)"), false)
 	}
 }
 

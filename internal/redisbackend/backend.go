@@ -77,6 +77,9 @@ func New(rdb redis.UniversalClient, cfg Config) *Backend {
 // belongs to the caller.
 func (b *Backend) Close() error { return b.notify.close() }
 
+// System names the store for observers (store.SystemNamer).
+func (b *Backend) System() string { return "redis" }
+
 func (b *Backend) publishMode() string {
 	if b.sharded {
 		return "s"

@@ -25,6 +25,9 @@ type Backend struct {
 	err    error // New's
 }
 
+// System names the store for observers (store.SystemNamer).
+func (b *Backend) System() string { return "redlock" }
+
 // A node is one Redis master of the quorum.
 type node struct {
 	*redisbackend.Backend

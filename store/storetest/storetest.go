@@ -73,6 +73,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Cleanup/CancelledWait", testCancelledWait},
 		{"Cleanup/Close", testClose},
 		{"Once", testOnce},
+		{"Observer", testObserved},
 		{"Capabilities", testCapabilities},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, s) })
