@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs distlock's whole test suite: installs redis-server, PostgreSQL and
-# MariaDB if missing, then vets and tests the seven modules with the race
+# MariaDB if missing, then vets and tests the ten modules with the race
 # detector. Every test
 # starts and stops its own redis-server processes (and etcd members, in
 # process) on free loopback ports, so the modules can run side by side.
@@ -28,6 +28,10 @@
 #                deps.sh), killed, paused and restarted, and PgBouncer in front of PostgreSQL (about 45 s)
 #   sqlstore/    the SQL store (its own module: pgx), and the conformance
 #                suite on it against PostgreSQL, listening and polling
+#   prometheus/  the Prometheus collector (its own module: client_golang),
+#                scraped through promhttp after operations on redis-server
+#   otel/        the OpenTelemetry observer (its own module: otel), with
+#                the SDK's in-memory exporter and manual metric reader
 #
 # Three steps, each job with its own log, printed with its exit status
 # when the job ends; the script exits non-zero if any job failed:
@@ -121,7 +125,7 @@ gotest=(go test -race -count=1 -timeout 10m)
 # without the race detector.
 build='set -o pipefail
 rc=0
-for m in . cmd/distlock safety bench etcdstore etcdtest sqltest sqlstore; do
+for m in . cmd/distlock safety bench etcdstore etcdtest sqltest sqlstore prometheus otel; do
 	echo "go test -race -run ^\$ ($m)"
 	(cd "$m" && go test -race -count=1 -run "^\$" ./... | sed "/\[no tests to run\]\$/d") || rc=1
 	echo "go vet -race ($m)"
@@ -144,9 +148,9 @@ echo
 # migrated slot, and failed): the root module's tests, which take the
 # longest, beside two lanes of the others, one module after another,
 # each shorter than the root's.
-echo "== step 2: the tests of . beside those of safety/ (but its chaos runs) then cmd/distlock/ then sqltest/, and of bench/ then etcdstore/ then etcdtest/ then sqlstore/"
+echo "== step 2: the tests of . beside those of safety/ (but its chaos runs) then cmd/distlock/ then sqltest/ then prometheus/ then otel/, and of bench/ then etcdstore/ then etcdtest/ then sqlstore/"
 run root . "${gotest[@]}" ./...
-run safety+cmd+sql . bash -c "rc=0; (cd safety && ${gotest[*]} -skip '$chaos' ./...) || rc=1; (cd cmd/distlock && ${gotest[*]} ./...) || rc=1; (cd sqltest && ${gotest[*]} ./...) || rc=1; exit \$rc"
+run safety+cmd+sql . bash -c "rc=0; (cd safety && ${gotest[*]} -skip '$chaos' ./...) || rc=1; (cd cmd/distlock && ${gotest[*]} ./...) || rc=1; (cd sqltest && ${gotest[*]} ./...) || rc=1; (cd prometheus && ${gotest[*]} ./...) || rc=1; (cd otel && ${gotest[*]} ./...) || rc=1; exit \$rc"
 run bench+etcd+sqlstore . bash -c "rc=0; (cd bench && ${gotest[*]} ./...) || rc=1; (cd etcdstore && ${gotest[*]} ./...) || rc=1; (cd etcdtest && ${gotest[*]} ./...) || rc=1; (cd sqlstore && ${gotest[*]} ./...) || rc=1; exit \$rc"
 await
 
