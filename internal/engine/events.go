@@ -68,6 +68,9 @@ func lostErr(reason LossReason, msg string) error { return &lostError{reason: re
 // ReasonOf is the reason of the loss or expiry whose cause is err, "" if
 // err is neither.
 func ReasonOf(err error) LossReason {
+	if err == nil { // a release: no allocation on the common path
+		return ""
+	}
 	var le *lostError
 	switch {
 	case errors.As(err, &le):
