@@ -224,6 +224,16 @@
 //		log.Printf("%s of %s failed: %v", e.Op, e.Name, e.Err)
 //	}
 //
+// # Observing
+//
+// An Observer (WithObserver) sees every call as it starts and ends, with
+// an Outcome, and every Event: waits, renewals with their round trips,
+// losses with their LossReason, and the end of every hold, once per hold
+// (EventEnded), whatever ends it. The modules
+// github.com/distlock/distlock/prometheus and .../otel turn them into
+// Prometheus metrics and OpenTelemetry spans; a Client without observers
+// does no work for them. See docs/observability.md.
+//
 // # Keys
 //
 // For a lock named N in Redis (package redisstore) and the default prefix
