@@ -26,6 +26,14 @@
 // Outside tests (demos, benchmarks), use [NewPostgres] and [NewMariaDB]
 // and call Stop when done.
 //
+// A replica ([Postgres.StartReplica], [Postgres.NewReplica]) is a
+// streaming replica (a read-only hot standby) of a Postgres, made with
+// pg_basebackup, on a port and in a directory of its own: asynchronous by
+// default, or synchronous with [WithSynchronousReplication] (the
+// primary's commits then wait for it). [Postgres.Promote] makes it a
+// primary, as a failover does; with Kill on the primary first, a test
+// sees what a crash and a failover leave.
+//
 // A [PgBouncer] ([StartPgBouncer], [NewPgBouncer]) is a pgbouncer process
 // in front of a Postgres, in transaction pooling mode, on a port of its
 // own: its DSN makes pgx run queries without named prepared statements,

@@ -78,6 +78,9 @@ func NewMariaDB(opts ...Option) (*MariaDB, error) {
 	}
 	m := &MariaDB{}
 	m.s.cfg = newConfig(opts)
+	if err := m.s.cfg.notReplica("mariadb"); err != nil {
+		return nil, err
+	}
 	if err := m.s.makeDir("mariadb", "mariadbd.log"); err != nil {
 		return nil, err
 	}

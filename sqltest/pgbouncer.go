@@ -124,6 +124,9 @@ func NewPgBouncer(pg *Postgres, opts ...Option) (*PgBouncer, error) {
 	}
 	pb := &PgBouncer{pg: pg}
 	pb.s.cfg = newConfig(opts)
+	if err := pb.s.cfg.notReplica("pgbouncer"); err != nil {
+		return nil, err
+	}
 	for _, a := range pb.s.cfg.args {
 		if name, _, ok := strings.Cut(a, "="); !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(a, "\n\r") {
 			return nil, fmt.Errorf("sqltest: pgbouncer: setting %q is not of the form name=value", a)

@@ -42,11 +42,24 @@ const (
 // user, and must be reachable by it (the default temporary directory,
 // /tmp, is).
 //
+// A Postgres may also be a streaming replica of another
+// ([Postgres.NewReplica]), read-only until [Postgres.Promote].
+//
 // A Postgres is safe for concurrent use by multiple goroutines. Its methods
 // only ever signal the processes this package started for it.
 type Postgres struct {
 	s       server
 	dataDir string
+
+	// of is what a replica ([Postgres.NewReplica]) replicates; nil for
+	// a server started by NewPostgres.
+	of *replicaOf
+	// syncs holds the application names of the synchronous replicas of
+	// this server, in the order they were made.
+	syncs struct {
+		mu    sync.Mutex
+		names []string
+	}
 }
 
 // NewPostgres starts a PostgreSQL server and returns once it accepts
@@ -81,8 +94,29 @@ func NewPostgres(opts ...Option) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqltest: postgres: %w", err)
 	}
+	cfg := newConfig(opts)
+	if err := cfg.notReplica("postgres"); err != nil {
+		return nil, err
+	}
+	pg, err := newPostgres(binDir, as, cfg)
+	if err != nil {
+		return nil, err
+	}
+	err = pg.s.launch(
+		func() error { return as.chown(pg.s.dir) },
+		func() error { return tmpl.write(pg.dataDir, as) },
+	)
+	if err != nil {
+		return nil, err
+	}
+	return pg, nil
+}
+
+// newPostgres makes the Postgres of a new server, with its directory,
+// before anything is in it.
+func newPostgres(binDir string, as *account, cfg config) (*Postgres, error) {
 	pg := &Postgres{}
-	pg.s.cfg = newConfig(opts)
+	pg.s.cfg = cfg
 	if err := pg.s.makeDir("postgres", "postgres.log"); err != nil {
 		return nil, err
 	}
@@ -96,13 +130,6 @@ func NewPostgres(opts ...Option) (*Postgres, error) {
 		probe:    pg.probe,
 		shutdown: sigInt, // "fast" shutdown: clients are disconnected
 		clean:    pg.clean,
-	}
-	err = pg.s.launch(
-		func() error { return as.chown(pg.s.dir) },
-		func() error { return tmpl.write(pg.dataDir, as) },
-	)
-	if err != nil {
-		return nil, err
 	}
 	return pg, nil
 }
@@ -135,6 +162,9 @@ func (pg *Postgres) args(port int) []string {
 		// with it) rather than in /dev/shm, where a killed server would
 		// leave them.
 		"-c", "dynamic_shared_memory_type=mmap",
+	}
+	if pg.of != nil {
+		args = append(args, "-c", "wal_retrieve_retry_interval="+replicaRetry)
 	}
 	return append(args, pg.s.cfg.args...)
 }
@@ -222,8 +252,18 @@ func (pg *Postgres) Restart() error { return pg.s.restart() }
 // server is shut down as by [Postgres.Shutdown], and killed if it has not
 // exited after 10 seconds. Stop is idempotent: calls after the first do
 // nothing and return nil. After Stop, [Postgres.Restart] returns
-// [ErrStopped].
-func (pg *Postgres) Stop() error { return pg.s.stop() }
+// [ErrStopped]. A synchronous replica ([WithSynchronousReplication]) is
+// first taken out of its primary's synchronous_standby_names, so that the
+// primary's commits stop waiting for it: at once if the primary is
+// running (by ALTER SYSTEM and a reload), otherwise in its
+// postgresql.auto.conf, in force when it next starts (a paused primary
+// keeps waiting until then).
+func (pg *Postgres) Stop() error {
+	if pg.of == nil {
+		return pg.s.stop()
+	}
+	return pg.stopReplica()
+}
 
 // probe connects to the server on port, runs a query, and checks that the
 // server that answers is this one, by its data directory.
