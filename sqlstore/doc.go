@@ -110,12 +110,25 @@
 // took if one is refused), and renewals are a step per lock.
 //
 // What holds on failover: the store is as durable as the database's
-// commits. A replica promoted after an asynchronous primary failed may
-// lack the last commits: a lock taken just before may be free on it, and
-// its token issued again (the clock term keeps later tokens above it
-// unless the promotion is faster than the clock moved). Use synchronous
-// replication (synchronous_commit = on with synchronous_standby_names on
-// PostgreSQL; semi-synchronous replication on MySQL) when that matters.
+// commits. With synchronous replication (on PostgreSQL, the standby in
+// synchronous_standby_names and synchronous_commit on for the store's
+// sessions), a promoted standby has every step whose COMMIT returned: a
+// lock a Client was told it holds stays held there until its lease ends,
+// and later tokens are above its token (the row's last + 1), whatever the
+// clocks. What rests on the clocks: that lease's end, written by the old
+// primary's clock, is judged by the new one's, which must not be ahead by
+// more than the Client's margin. A release that granted nothing may be
+// lost (it does not wait for the standby): the lock is then held until
+// its lease ends. With asynchronous replication, a promoted replica may
+// lack the last commits, as a Redis replica may: a lock taken just before
+// may be free on it, and two owners may hold it at once; their tokens
+// still increase as long as the promoted server's clock, at the new
+// grant, is past the old primary's at the lost one (a token is the larger
+// of the row's last + 1 and the clock in µs). A Client pointed at a
+// read-only standby fails every step that writes at once, with ErrBackend
+// (SQLSTATE 25006); give a multi-host DSN target_session_attrs=read-write.
+// See docs/guarantees.md (SQL) for the details and the tests
+// (replica_test.go).
 //
 // # Schema
 //
