@@ -3,8 +3,11 @@
 # machine: redis-server (the tests start their own servers from it, and
 # their sentinels as `redis-server --sentinel`: no redis-sentinel package),
 # PostgreSQL and MariaDB (sqltest/ starts its own servers from their
-# binaries: postgres and initdb, mariadbd and mariadb-install-db), and
-# PgBouncer (sqltest/ starts its own /usr/sbin/pgbouncer in front of them).
+# binaries: postgres and initdb, mariadbd and mariadb-install-db),
+# PgBouncer (sqltest/ starts its own /usr/sbin/pgbouncer in front of them)
+# and Prometheus (the command's metrics test in cmd/distlock starts its
+# own /usr/bin/prometheus, to scrape `distlock run --metrics-addr` and
+# check the dashboard's queries).
 # Go itself (1.26+) must already be installed. Starts no service: the
 # packages' own services are kept from starting while they install.
 set -euo pipefail
@@ -77,3 +80,13 @@ if ! [ -x /usr/sbin/pgbouncer ]; then
   apt_install pgbouncer
 fi
 /usr/sbin/pgbouncer --version
+
+# prometheus: the package's own service is kept from starting like the
+# others'; the test starts its own server, with a config and a storage
+# directory of its own. Without the recommended node exporter, which the
+# test does not need.
+if ! command -v prometheus >/dev/null 2>&1; then
+  echo "deps: installing prometheus" >&2
+  apt_install --no-install-recommends prometheus
+fi
+prometheus --version 2>&1 | sed -n 1p

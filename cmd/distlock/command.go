@@ -37,7 +37,7 @@ type commandLine struct {
 }
 
 // commands lists the subcommands, in the order of the help text.
-var commands = []*command{runCommand, statusCommand, listCommand, unlockCommand, permitsCommand, sqlSchemaCommand, demoCommand, demoWorkerCommand}
+var commands = []*command{runCommand, statusCommand, listCommand, unlockCommand, permitsCommand, sqlSchemaCommand, dashboardCommand, demoCommand, demoWorkerCommand}
 
 func lookup(name string) *command {
 	for _, c := range commands {
@@ -116,7 +116,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // usage line and the summary, then the flags and the examples, then the
 // description.
 func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: distlock %s %s\n\n", c.name, c.synopsis)
+	fmt.Fprintf(w, "Usage: %s\n\n", strings.TrimSpace("distlock "+c.name+" "+c.synopsis))
 	fmt.Fprintf(w, "%s%s.\n", strings.ToUpper(c.summary[:1]), c.summary[1:])
 	fmt.Fprintln(w, "\nFlags:")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -193,6 +193,7 @@ Examples:
   distlock list 'nightly-*'
   distlock --store postgres://locker@db.internal/app run nightly -- ./report
   distlock sql-schema postgres | psql "$DATABASE_URL"
+  distlock run --metrics-addr :9464 nightly -- ./report
   distlock demo
 `, defaultRedisURL, exitStatusTable)
 }

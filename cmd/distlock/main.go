@@ -4,11 +4,12 @@
 // Usage:
 //
 //	distlock run [flags] NAME -- COMMAND [ARGS...]
-//	distlock status [flags] NAME
+//	distlock status [--watch] [flags] NAME
 //	distlock list [flags] [PATTERN]
 //	distlock unlock --force [--now] [flags] NAME
 //	distlock permits [flags] NAME N
 //	distlock sql-schema postgres|mysql [--table NAME]
+//	distlock dashboard
 //	distlock demo [flags]
 //	distlock help [COMMAND]
 //	distlock --version
@@ -32,7 +33,9 @@
 // redis://127.0.0.1:6379; etcd://HOST:2379[,HOST:2379...] names an etcd
 // cluster, postgres://USER@HOST/DB a PostgreSQL database and
 // mysql://USER@HOST/DB a MariaDB or MySQL one. The sql-schema command
-// prints the SQL that creates the tables of a SQL store. See "distlock help COMMAND" for the flags of each command, and
+// prints the SQL that creates the tables of a SQL store. Run with
+// --metrics-addr serves the lock's metrics for Prometheus, and the
+// dashboard command prints a Grafana dashboard of them. See "distlock help COMMAND" for the flags of each command, and
 // docs/cli.md for the exit statuses and recipes.
 package main
 
@@ -51,14 +54,14 @@ func main() {
 // program name) and returns its exit status.
 func runMain(args []string) int {
 	if len(args) == 0 {
-		return report("distlock", usageErrorf("missing command: run, status, list, unlock, permits, sql-schema or demo (see distlock --help)"))
+		return report("distlock", usageErrorf("missing command: run, status, list, unlock, permits, sql-schema, dashboard or demo (see distlock --help)"))
 	}
 	global, args, err := leadingGlobalFlags(args)
 	if err != nil {
 		return report("distlock", err)
 	}
 	if len(args) == 0 {
-		return report("distlock", usageErrorf("missing command after %s: run, status, list, unlock, permits, sql-schema or demo (see distlock --help)", strings.Join(global, " ")))
+		return report("distlock", usageErrorf("missing command after %s: run, status, list, unlock, permits, sql-schema, dashboard or demo (see distlock --help)", strings.Join(global, " ")))
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":

@@ -24,7 +24,11 @@ func runOncePer(rf *storeFlags, o *runOptions, name string, argv []string) error
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
-	var opts []distlock.Option
+	opts, stopMetrics, err := startMetrics(o)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	if o.verbose {
 		h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
 		opts = append(opts, distlock.WithLogger(slog.New(h)))

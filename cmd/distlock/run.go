@@ -60,7 +60,7 @@ COMMAND cannot run, is not found; 128+N interrupted by signal N (see
 distlock --help).
 
 The kinds of lock, waiting, the process tree, losing the lock, signals,
-job control and recipes: docs/cli.md, "distlock run".
+job control, metrics and recipes: docs/cli.md, "distlock run".
 `,
 	examples: `  # Report every 5 minutes from any of many machines, once per 5 minutes
   # (cron fires a minute into each period, away from its boundary):
@@ -88,17 +88,15 @@ job control and recipes: docs/cli.md, "distlock run".
 		o := new(runOptions)
 		fs.Var(&o.wait, "wait", "wait at most `DURATION` for the lock; 0 tries once (default: forever)")
 		fs.DurationVar(&o.ttl, "ttl", distlock.DefaultTTL,
-			"lease `DURATION` of the lock, renewed while the command runs; a holder\n"+
-				"that dies without releasing the lock holds it this long (at least\n"+
-				"50ms)")
+			"lease `DURATION`, renewed while the command runs; a holder that dies\n"+
+				"without releasing the lock holds it this long (min 50ms)")
 		fs.DurationVar(&o.grace, "kill-grace", 0,
 			"when the lock is lost, give the command's processes `DURATION` from\n"+
 				"SIGTERM to SIGKILL; at most a third of --ttl (default 10s, or a third\n"+
 				"of --ttl if less)")
 		fs.BoolVar(&o.killLeftovers, "kill-leftovers", false,
-			"when the command exits, stop what it started that still runs\n"+
-				"(SIGTERM, SIGKILL after --kill-grace) instead of holding the lock\n"+
-				"until it exits")
+			"when the command exits, stop what it started that still runs (SIGTERM,\n"+
+				"SIGKILL after --kill-grace) instead of holding the lock until it exits")
 		fs.BoolVar(&o.fair, "fair", false,
 			"take the lock as a fair one: waiters on every machine are served in the\n"+
 				"order they arrived; every user of the lock must use --fair")
@@ -124,6 +122,8 @@ job control and recipes: docs/cli.md, "distlock run".
 			"print nothing while waiting, nor why the command did not run, nor that\n"+
 				"Redis has another number of permits than --semaphore")
 		fs.BoolVar(&o.verbose, "verbose", false, "log what happens to the lock (acquired, renewed, released) on stderr")
+		fs.StringVar(&o.metricsAddr, "metrics-addr", "",
+			"serve Prometheus metrics at http://`ADDR`/metrics (--verbose prints where)")
 		return func(line commandLine) error {
 			o.isSemaphore = isSet(fs, "semaphore")
 			o.isOncePer = isSet(fs, "once-per")
@@ -215,6 +215,7 @@ type runOptions struct {
 	oncePer       time.Duration // the period of --once-per
 	quiet         bool
 	verbose       bool
+	metricsAddr   string // --metrics-addr: where to serve metrics, or ""
 }
 
 // queued reports whether the lock that o asks for has a queue: a fair
@@ -296,8 +297,13 @@ func runLocked(rf *storeFlags, o *runOptions, name string, argv []string) error 
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
+	opts, stopMetrics, err := startMetrics(o)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	events := newLockEvents()
-	opts := []distlock.Option{distlock.WithEventHandler(events.handle)}
+	opts = append(opts, distlock.WithEventHandler(events.handle))
 	if o.verbose {
 		h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
 		opts = append(opts, distlock.WithLogger(slog.New(h)))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -118,8 +122,19 @@ and "read".
                          succeeded
 
 The exit status is 0 whether the lock is held or not.
+
+With --watch, status shows the state again every --interval (2s) until
+it is interrupted (^C, or SIGTERM), and then exits with 0. On a terminal
+each state replaces the last one on the screen; otherwise the states
+follow each other, each text one after a blank line, the JSON ones as a
+stream of objects (jq reads them one by one). A text state starts with
+the line "Every 2s: distlock status NAME  TIME". A store that cannot be
+read at the start ends the watch with the status that status exits
+with; a failed refresh later is reported on stderr, and the watch goes
+on.
 `,
 	examples: `  distlock status nightly-report
+  distlock status --watch --interval 1s deploy
   distlock status --json nightly-report | jq -r .holder.host
   distlock status --json dataset | jq -r '.readers[].host'
   distlock status --json partner-api | jq '.capacity - .in_use'
@@ -129,17 +144,40 @@ The exit status is 0 whether the lock is held or not.
 	setup: func(fs *flag.FlagSet) func(commandLine) error {
 		rf := addStoreFlags(fs)
 		asJSON := fs.Bool("json", false, "print JSON (see above)")
+		watch := fs.Bool("watch", false,
+			"show the state again every --interval until interrupted (^C, status 0):\n"+
+				"redrawn in place on a terminal, one state after another otherwise")
+		every := fs.Duration("interval", defaultWatchInterval,
+			"with --watch: show the state every `DURATION` (100ms to 1h)")
 		return func(line commandLine) error {
-			if len(line.args) != 1 {
+			switch {
+			case len(line.args) != 1:
 				return usageErrorf("want one lock NAME (see distlock status --help)")
+			case isSet(fs, "interval") && !*watch:
+				return usageErrorf("--interval is for --watch: add --watch, or drop --interval")
+			case *every < minWatchInterval || *every > maxWatchInterval:
+				return usageErrorf("invalid value for --interval: %v is not between %v and %v", *every, minWatchInterval, maxWatchInterval)
 			}
 			if err := checkName(line.args[0]); err != nil {
 				return err
+			}
+			if *watch {
+				return watchStatus(rf, line.args[0], *asJSON, *every)
 			}
 			return status(rf, line.args[0], *asJSON)
 		}
 	},
 }
+
+// The default and the range of status --interval.
+const (
+	defaultWatchInterval = 2 * time.Second
+	minWatchInterval     = 100 * time.Millisecond
+	maxWatchInterval     = time.Hour
+)
+
+// watchTimeout bounds each refresh of status --watch.
+const watchTimeout = 10 * time.Second
 
 // status prints the state of the lock name.
 func status(rf *storeFlags, name string, asJSON bool) error {
@@ -152,6 +190,12 @@ func status(rf *storeFlags, name string, asJSON bool) error {
 	if err := s.ready(ctx, s.client.Mutex(name)); err != nil {
 		return err
 	}
+	return s.writeState(ctx, os.Stdout, name, asJSON)
+}
+
+// writeState writes the state of the lock name to w: as status prints
+// it, or in JSON.
+func (s *session) writeState(ctx context.Context, w io.Writer, name string, asJSON bool) error {
 	v, err := s.inspect(ctx, name)
 	if err != nil {
 		return s.failure(err)
@@ -167,10 +211,85 @@ func status(rf *storeFlags, name string, asJSON bool) error {
 	if asJSON {
 		st := newLockState(v)
 		st.LastRun = newRunState(last)
-		return writeJSON(os.Stdout, st)
+		return writeJSON(w, st)
 	}
-	writeStatus(os.Stdout, v, last)
+	writeStatus(w, v, last)
 	return nil
+}
+
+// watchStatus prints the state of the lock name every interval until
+// SIGINT or SIGTERM, and then returns nil. On a terminal each state
+// replaces the last one on the screen (cursor home, each line cleared to
+// its end, the rest of the screen cleared); otherwise the states follow
+// each other, the text ones each after a blank line, the JSON ones as a
+// stream of objects. Each text state starts with a header line that
+// says when it was read. A failure to read the first state ends the
+// watch as it ends status; a later one is reported on stderr, and the
+// watch goes on.
+func watchStatus(rf *storeFlags, name string, asJSON bool, interval time.Duration) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := newSession(rf)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.ready(ctx, s.client.Mutex(name)); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	tty := isTerminal(1)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		var state bytes.Buffer
+		if !asJSON {
+			fmt.Fprintf(&state, "Every %v: distlock status %s  %s\n\n", interval, name, time.Now().Format(time.RFC3339))
+		}
+		rctx, cancel := context.WithTimeout(ctx, watchTimeout)
+		err := s.writeState(rctx, &state, name, asJSON)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && n == 0:
+			return err
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "distlock status: %s\n", oneLine(trimLibrary(err.Error())))
+		default:
+			os.Stdout.Write(screen(state.String(), tty, n == 0))
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// screen is what status --watch writes to show the state, text: on a
+// terminal, text over the last state, from the top of the screen, with
+// the rest of each line and of the screen cleared; otherwise text as it
+// is, after a blank line unless it is the first.
+func screen(text string, tty, first bool) []byte {
+	var b bytes.Buffer
+	switch {
+	case tty:
+		b.WriteString("\x1b[H") // cursor home
+		for line := range strings.Lines(text) {
+			b.WriteString(strings.TrimSuffix(line, "\n"))
+			b.WriteString("\x1b[K\n") // clear to the end of the line
+		}
+		b.WriteString("\x1b[J") // clear the rest of the screen
+	case !first:
+		b.WriteString("\n")
+		fallthrough
+	default:
+		b.WriteString(text)
+	}
+	return b.Bytes()
 }
 
 // writeStatus prints the state v, and the last run of the lock's name as
