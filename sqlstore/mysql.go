@@ -25,7 +25,9 @@ var mysqlSchema string
 // nil db or an invalid option makes every operation of a Client on the
 // store fail with store.ErrInvalidOption.
 //
-// Each step is one transaction of four statements on a connection of db. MySQL has no notifications: waiters of other
+// Each step reads its row and writes it back with a compare-and-swap, each
+// a statement on its own (no transaction stays open across round trips).
+// MySQL has no notifications: waiters of other
 // processes learn of releases and grants by polling (WithPollInterval).
 func NewMySQL(db *sql.DB, opts ...Option) *Store {
 	cfg := newConfig(opts)
