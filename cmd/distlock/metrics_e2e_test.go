@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -32,15 +33,16 @@ const requirePrometheusEnv = "DISTLOCK_REQUIRE_PROMETHEUS"
 const prometheusTimeout = 15 * time.Second
 
 // TestMetricsPrometheus runs a command under run --metrics-addr
-// 127.0.0.1:0 against a redis-server of its own, and has a real
-// Prometheus server, started by the test, scrape the address that run
-// --verbose says it serves on. Prometheus's query API then shows the
-// lock held (distlock_held_locks of the mutex on Redis is 1 while the
-// command runs) and its acquisition (distlock_acquire_duration_seconds
-// _count of outcome ok at least 1); and it accepts every query (expr)
-// of the dashboard that distlock dashboard prints, its Grafana variables
-// replaced. Without a prometheus binary it skips, unless
-// $DISTLOCK_REQUIRE_PROMETHEUS is set.
+// 127.0.0.1:0 --ttl 1s against a redis-server of its own, while another
+// run holds the lock, and has a real Prometheus server, started by the
+// test, scrape the address that run --verbose says it serves on.
+// Prometheus's query API then shows, through the dashboard's own queries,
+// the run waiting (Waiters: 1), then, once the other run has ended, the
+// lock held (Held locks: 1), renewed (Renewals/s of result ok above 0,
+// their latency p99 above 0) and acquired (Acquisitions/s has outcome
+// ok); and it accepts every query (expr) of the dashboard that distlock
+// dashboard prints, its Grafana variables replaced. Without a prometheus
+// binary it skips, unless $DISTLOCK_REQUIRE_PROMETHEUS is set.
 func TestMetricsPrometheus(t *testing.T) {
 	t.Parallel()
 	bin, err := exec.LookPath("prometheus")
@@ -52,10 +54,13 @@ func TestMetricsPrometheus(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	dir := t.TempDir()
+	firstOut, firstGo := filepath.Join(dir, "first-out"), filepath.Join(dir, "first-go")
+	first := start(t, []string{"OUT=" + firstOut, "GO=" + firstGo}, "run", "--redis", srv.URL(),
+		"scraped", "--", "sh", "-c", holdUntilGo)
+	awaitFile(t, firstOut)
 	out, goFile := filepath.Join(dir, "out"), filepath.Join(dir, "go")
 	p := start(t, []string{"OUT=" + out, "GO=" + goFile}, "run", "--redis", srv.URL(), "--verbose",
-		"--metrics-addr", "127.0.0.1:0", "scraped", "--", "sh", "-c", holdUntilGo)
-	awaitFile(t, out)
+		"--ttl", "1s", "--metrics-addr", "127.0.0.1:0", "scraped", "--", "sh", "-c", holdUntilGo)
 	served := regexp.MustCompile(`(?m)^distlock run: serving metrics on http://(127\.0\.0\.1:\d+)/metrics$`)
 	var target string
 	eventually(t, "run --verbose to say where it serves metrics", func() bool {
@@ -67,17 +72,48 @@ func TestMetricsPrometheus(t *testing.T) {
 	})
 
 	prom := startPrometheus(t, bin, target)
-	prom.await(t, `distlock_held_locks{kind="mutex",store="redis"}`, "1 while the command runs", func(v []float64) bool {
-		return len(v) == 1 && v[0] == 1
-	})
-	prom.await(t, `distlock_acquire_duration_seconds_count{outcome="ok"}`, "at least 1", func(v []float64) bool {
-		return len(v) == 1 && v[0] >= 1
-	})
-
 	exprs := dashboardExprs(t, distlockprom.Dashboard())
 	if len(exprs) == 0 {
 		t.Fatal("the dashboard has no expr")
 	}
+	panel := func(metric string) string { // the dashboard's query of metric
+		t.Helper()
+		for _, e := range exprs {
+			if strings.Contains(e, metric) {
+				return e
+			}
+		}
+		t.Fatalf("the dashboard has no query of %s", metric)
+		return ""
+	}
+	prom.await(t, panel("distlock_waiters"), "1 while the other run holds the lock", func(v []float64) bool {
+		return len(v) == 1 && v[0] == 1
+	})
+	if err := os.WriteFile(firstGo, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := first.wait(); code != 0 {
+		t.Fatalf("the first run: exit status %d; stderr:\n%s", code, first.errOut())
+	}
+	awaitFile(t, out)
+	prom.await(t, panel("distlock_held_locks"), "1 while the command runs", func(v []float64) bool {
+		return len(v) == 1 && v[0] == 1
+	})
+	prom.await(t, panel("distlock_waiters"), "0 once the run holds the lock", func(v []float64) bool {
+		return len(v) == 1 && v[0] == 0
+	})
+	prom.await(t, `distlock_acquire_duration_seconds_count{outcome="ok"}`, "at least 1", func(v []float64) bool {
+		return len(v) == 1 && v[0] >= 1
+	})
+	prom.await(t, panel("distlock_acquire_duration_seconds_count"), "a series (outcome ok)", func(v []float64) bool {
+		return len(v) == 1
+	})
+	prom.await(t, panel("distlock_renewals_total"), "renewals of result ok above 0/s (a renewal every third of the 1 s lease)", func(v []float64) bool {
+		return len(v) == 1 && v[0] > 0
+	})
+	prom.await(t, panel("distlock_renewal_duration_seconds_bucket"), "a renewal latency p99 above 0", func(v []float64) bool {
+		return len(v) == 1 && v[0] > 0 && !math.IsNaN(v[0]) && !math.IsInf(v[0], 0)
+	})
 	empty := 0
 	for _, expr := range exprs {
 		r := prom.query(t, expr)
