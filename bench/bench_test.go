@@ -74,10 +74,11 @@ func newLocker(b *testing.B, lib, addr string) harness.Locker {
 }
 
 // rateLibs are the libraries of the uncontended benchmarks: every peer,
-// the two sides of distlock's RWMutex (as in lockbench's scenario g), and
-// one permit of distlock's Semaphore and of the naive counting semaphore
-// (as in scenario i).
-var rateLibs = append(append([]string(nil), harness.AllLibs...), harness.DistlockRWRead, harness.DistlockRWWrite, harness.RawSem, harness.DistlockSem)
+// the two sides of distlock's RWMutex (as in lockbench's scenario g), one
+// permit of distlock's Semaphore and of the naive counting semaphore (as
+// in scenario i), and distlock with its observers (as with lockbench
+// -observers; -benchmem shows what they allocate).
+var rateLibs = append(append(append([]string(nil), harness.AllLibs...), harness.DistlockRWRead, harness.DistlockRWWrite, harness.RawSem, harness.DistlockSem), harness.ObservedLibs...)
 
 // BenchmarkAcquireRelease: one goroutine acquires and releases a new,
 // uncontended key each time. raw is SET NX PX + EVALSHA compare-and-delete.

@@ -4,7 +4,9 @@
 // processes it starts itself on loopback ports, and prints a markdown
 // report with ratios to the baseline of the same run; scenarios g and h
 // measure its RWMutex against its own mutexes, i, j and k its Semaphore
-// against its mutexes and a naive counting semaphore. See ../../README.md.
+// against its mutexes and a naive counting semaphore; -observers adds
+// distlock with its Prometheus and OpenTelemetry observers to a and b.
+// See ../../README.md.
 //
 //	go run ./cmd/lockbench -out ../docs/benchmarks.md -chart ../docs/benchmarks.png
 package main
@@ -17,6 +19,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,6 +64,7 @@ func main() {
 	flag.StringVar(&cfg.Scale.CPUProfile, "scale-cpuprofile", "", "write a CPU profile of the client during the renewal window of scenario f")
 	timeout := flag.Duration("timeout", 15*time.Minute, "hard limit for the whole invocation")
 	reference := flag.Bool("reference", true, "also run the raw go-redis pub/sub reference in scenario e")
+	observers := flag.Bool("observers", false, "also run distlock with observers in scenarios a and b: "+strings.Join(harness.ObservedLibs, ", ")+" (the Prometheus Collector; the OpenTelemetry Observer on SDK providers, every span sampled and dropped), reported beside distlock, which -libs must keep")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (scenarios a-c and e's holder run in it)")
 	pin := flag.Bool("pin", true, "pin each redis-server to the last CPU and the clients (this process and its workers) to the others")
 	flag.Parse()
@@ -112,6 +116,12 @@ func main() {
 	rep := harness.NewReport(cfg, libs, scenarios, *runs)
 	if *reference {
 		rep.Extra[harness.ScenE] = []string{harness.RawPubSub}
+	}
+	if *observers {
+		if !slices.Contains(libs, harness.Distlock) {
+			fatal(fmt.Errorf("-observers compares with distlock: keep it in -libs"))
+		}
+		rep.AddObservers()
 	}
 	rep.Command = "go run ./cmd/lockbench " + strings.Join(os.Args[1:], " ")
 	start := time.Now()
@@ -196,6 +206,9 @@ func main() {
 func brief(s string, r harness.Result) string {
 	switch s {
 	case harness.ScenA, harness.ScenB:
+		if r.SeenPerOp > 0 {
+			return fmt.Sprintf("%8.0f ops/s  errors %d  client CPU %.1fµs/op  seen by the observer %.2f/op", r.OpsPerS, r.Errors, r.ClientCPUPerOp, r.SeenPerOp)
+		}
 		return fmt.Sprintf("%8.0f ops/s  errors %d", r.OpsPerS, r.Errors)
 	case harness.ScenC, harness.ScenD:
 		return fmt.Sprintf("%8.0f acq/s  %8.0f changes/s  fairness %.2f  violations %d  hold %v  errors %d", r.OpsPerS, r.Changes, r.Fairness, r.Viol, r.HoldMean, r.Errors)

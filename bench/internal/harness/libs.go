@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -122,6 +123,10 @@ func LibTitle(lib string) string {
 		return "distlock Semaphore"
 	case RawSem:
 		return "raw go-redis counting semaphore (spin)"
+	case DistlockProm:
+		return "distlock + Prometheus"
+	case DistlockOtel:
+		return "distlock + OpenTelemetry"
 	}
 	return lib
 }
@@ -163,13 +168,21 @@ func NewLocker(lib, addr string, o Options) (Locker, error) {
 		return &rawLocker{rdb: newRDB(), ttl: ttl}, nil
 	case RawSem:
 		return &rawSemLocker{rdb: newRDB(), permits: permits}, nil
-	case Distlock, DistlockFair, DistlockRWRead, DistlockRWWrite, DistlockSem:
-		rdb := newRDB()
+	case Distlock, DistlockFair, DistlockRWRead, DistlockRWWrite, DistlockSem, DistlockProm, DistlockOtel:
 		var opts []distlock.Option
 		if o.Events != nil {
 			opts = append(opts, distlock.WithEventHandler(o.Events))
 		}
-		return &distLocker{rdb: rdb, c: distlock.New(redisstore.New(rdb), opts...), ttl: ttl, kind: lib, permits: permits}, nil
+		var obs *observation
+		if slices.Contains(ObservedLibs, lib) {
+			var err error
+			if obs, err = newObservation(lib); err != nil {
+				return nil, err
+			}
+			opts = append(opts, distlock.WithObserver(obs.obs))
+		}
+		rdb := newRDB()
+		return &distLocker{rdb: rdb, c: distlock.New(redisstore.New(rdb), opts...), ttl: ttl, kind: lib, permits: permits, obs: obs}, nil
 	case Redsync:
 		rdb := newRDB()
 		return &redsyncLocker{rdb: rdb, rs: redsync.New(goredis.NewPool(rdb)), ttl: ttl}, nil
@@ -271,14 +284,16 @@ func (r *rawSemLocker) Close() error { return r.rdb.Close() }
 // 5 s: a grant sets a lease of min(TTL, queue timeout) and the grantee's
 // watchdog renews it to the full TTL at its first tick), or one side of
 // Client.RWMutex (same queue and options as the FairMutex), or one permit
-// of Client.Semaphore (same options; a key is a semaphore's name).
+// of Client.Semaphore (same options; a key is a semaphore's name); the
+// observed libraries are the Mutex with an observer (observed.go).
 
 type distLocker struct {
 	rdb     *redis.Client
 	c       *distlock.Client
 	ttl     time.Duration
-	kind    string // Distlock (also the zero value), DistlockFair, DistlockRWRead, DistlockRWWrite, DistlockSem
-	permits int    // the Semaphore's capacity
+	kind    string       // Distlock (also the zero value), DistlockFair, DistlockRWRead, DistlockRWWrite, DistlockSem, DistlockProm, DistlockOtel
+	permits int          // the Semaphore's capacity
+	obs     *observation // DistlockProm, DistlockOtel: the observer installed
 }
 
 func (d *distLocker) Lock(ctx context.Context, key string) (Unlock, error) {
@@ -293,7 +308,7 @@ func (d *distLocker) Lock(ctx context.Context, key string) (Unlock, error) {
 		l, err = d.c.RWMutex(key, distlock.WithTTL(d.ttl)).Lock(ctx)
 	case DistlockSem:
 		l, err = d.c.Semaphore(key, d.permits, distlock.WithTTL(d.ttl)).Acquire(ctx, 1)
-	default:
+	default: // Distlock, DistlockProm, DistlockOtel
 		l, err = d.c.Mutex(key, distlock.WithTTL(d.ttl)).Lock(ctx)
 	}
 	if err != nil {
@@ -303,7 +318,10 @@ func (d *distLocker) Lock(ctx context.Context, key string) (Unlock, error) {
 }
 
 func (d *distLocker) Close() error {
-	err := d.c.Close()
+	err := d.c.Close() // ends the holds, which the observer sees
+	if d.obs != nil {
+		err = errors.Join(err, d.obs.close())
+	}
 	return errors.Join(err, d.rdb.Close())
 }
 

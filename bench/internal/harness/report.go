@@ -33,10 +33,11 @@ func NewReport(cfg Config, libs, scenarios []string, runs int) *Report {
 }
 
 // LibsFor lists the libraries of a scenario: every library, then its
-// references. Scenarios g to k have their own lists (RateLibs,
-// StreamLibs, SemRateLibs, SemLibs): the baseline, the RWMutex, the
-// Semaphore and the naive counting semaphore always, distlock's Mutex and
-// FairMutex if selected.
+// references and, after AddObservers, the observed libraries in a and b.
+// Scenarios g to k have their own lists (RateLibs, StreamLibs,
+// SemRateLibs, SemLibs): the baseline, the RWMutex, the Semaphore and the
+// naive counting semaphore always, distlock's Mutex and FairMutex if
+// selected.
 func (r *Report) LibsFor(scen string) []string {
 	switch scen {
 	case ScenG:
@@ -292,6 +293,7 @@ func (r *Report) Markdown() string {
 			w("\n")
 		}
 	}
+	r.observersMarkdown(&b)
 	r.breakdownMarkdown(&b)
 	r.ratesMarkdown(&b, ScenG)
 	r.streamMarkdown(&b)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,11 @@ type Result struct {
 	CmdsPerRT float64
 	// ScriptUsec is the mean execution time of one EVALSHA in Redis (a-c).
 	ScriptUsec float64
+	// SeenPerOp is what the observer of an observed library (DistlockProm,
+	// DistlockOtel) recorded per acquire+release during the run (a, b):
+	// Seen.Records, 2 calls counted by the Collector, 3 spans exported by
+	// the OpenTelemetry SDK. 0 for the others.
+	SeenPerOp float64
 
 	// Hand-over (e).
 	Rounds        int
@@ -189,6 +195,12 @@ func runUncontended(lib, addr string, d time.Duration, goroutines int, fresh boo
 	if err := warmUp(lk, "warm"); err != nil {
 		return Result{}, err
 	}
+	// What an observer recorded before the run (the warm-up's pair);
+	// reading it flushes what it has queued.
+	seen0, observed, err := Observed(lk)
+	if err != nil {
+		return Result{}, err
+	}
 	var ops, errs atomic.Int64
 	cpu := startCPU(addr)
 	rt0, cmd0 := hook.RoundTrips(), hook.Commands.Load()
@@ -229,6 +241,14 @@ func runUncontended(lib, addr string, d time.Duration, goroutines int, fresh boo
 	r.ScriptUsec = cpu.scriptUsec()
 	if rt := hook.RoundTrips() - rt0; rt > 0 {
 		r.CmdsPerRT = float64(hook.Commands.Load()-cmd0) / float64(rt)
+	}
+	// Read after the CPU: the flush and the gathering are not the pairs'.
+	if observed && r.Ops > 0 {
+		seen1, _, err := Observed(lk)
+		if err != nil {
+			return Result{}, err
+		}
+		r.SeenPerOp = float64(seen1.Records-seen0.Records) / float64(r.Ops)
 	}
 	return r, nil
 }
@@ -674,6 +694,9 @@ func ParseLibs(s string) ([]string, error) {
 			if l == f {
 				ok = true
 			}
+		}
+		if slices.Contains(ObservedLibs, f) {
+			return nil, fmt.Errorf("library %q runs with -observers (in scenarios %s, beside distlock)", f, strings.Join(ObservedScenarios, " and "))
 		}
 		if !ok {
 			return nil, fmt.Errorf("unknown library %q (want %s)", f, strings.Join(AllLibs, ","))
