@@ -66,7 +66,8 @@ type Event struct {
 	Err     error         // the cause, for EventRenewFailed, EventLost, EventMismatch, EventExpired, EventEnded and EventObserveFailed; it does not repeat Name
 }
 
-// A LossReason says why a lock was lost (EventLost, EventEnded).
+// A LossReason says why a hold ended before its Unlock (EventLost,
+// EventExpired, EventEnded).
 type LossReason string
 
 // The reasons of a loss.
