@@ -112,11 +112,21 @@ func (e *Engine) emit(ev Event) {
 }
 
 // acquired reports the acquisition of l, the first lease of its hold, by
-// a call that waited for wait, and starts the hold's clock of Ended.
+// a call that waited for wait, and starts the hold's clock of Ended. A
+// hold that ended before (lost at once) is reported ended here, after
+// its acquisition, so that every Acquired has its Ended.
 func (e *Engine) acquired(l *Lease, wait time.Duration) {
 	h := l.hold
-	h.granted.CompareAndSwap(0, int64(e.now())+1)
+	h.mu.Lock()
+	if h.reported == 0 {
+		h.reported = e.now() + 1
+	}
+	reported, ended := h.reported, h.ended
+	h.mu.Unlock()
 	e.emit(Event{Kind: Acquired, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Holds: 1, Wait: wait})
+	if ended {
+		h.reportEnd(reported)
+	}
 }
 
 // Acquire takes the lock described by s. With wait it blocks until the lock

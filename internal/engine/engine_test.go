@@ -310,3 +310,33 @@ func (f *fakeBackend) AcquireAll(ctx context.Context, rs []Request) ([]Grant, er
 }
 
 func (f *fakeBackend) Close() error { return nil }
+
+// A hold that ends before its acquisition is reported (lost at once, by a
+// revocation that raced the reply) still gets one Ended, after its
+// Acquired; one that ends after gets it from its end.
+func TestEveryAcquiredHasOneEnded(t *testing.T) {
+	for _, endFirst := range []bool{true, false} {
+		var events []Event
+		e := New(newFake(), func(ev Event) { events = append(events, ev) }, nil)
+		h := newHold(context.Background(), e, Spec{Name: "x", Kind: Plain, Lease: time.Second}, "owner", 1)
+		l := h.newLease(1)
+		if endFirst {
+			h.end(ErrClosed)
+			e.acquired(l, 0)
+		} else {
+			e.acquired(l, 0)
+			h.end(ErrClosed)
+		}
+		h.end(ErrClosed) // a second end reports nothing
+		var kinds []EventKind
+		for _, ev := range events {
+			kinds = append(kinds, ev.Kind)
+			if ev.Hold != h.id {
+				t.Errorf("event %v of hold %d, want %d", ev.Kind, ev.Hold, h.id)
+			}
+		}
+		if len(kinds) != 2 || kinds[0] != Acquired || kinds[1] != Ended || !errors.Is(events[1].Err, ErrClosed) {
+			t.Errorf("end first %v: events %v (%+v), want Acquired then one Ended with ErrClosed", endFirst, kinds, events)
+		}
+	}
+}

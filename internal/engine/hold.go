@@ -41,7 +41,6 @@ type Hold struct {
 	vals context.Context // the acquiring caller's context: its values, not its end
 
 	lastHold atomic.Uint64 // the last hold id handed out
-	granted  atomic.Int64  // 1 + the engine's clock when Acquired was reported; 0 before (see acquired)
 	first    Lease         // the lease of the acquisition, hold id 1: allocated with the hold
 
 	// lateRelease: the hold was lost as Redis reported it (gone, taken
@@ -61,6 +60,9 @@ type Hold struct {
 	cancel   context.CancelCauseFunc
 	ended    bool  // end was called: the hold's context is, or is born, cancelled
 	endCause error // its cause
+	// reported: 1 + the engine's clock when Acquired was reported, 0
+	// before. Whichever of acquired and end comes second reports Ended.
+	reported time.Duration
 
 	leaseClock // the renewer's, under its mutex
 	queuePlace // the renewer's too, under its mutex, while placed
@@ -184,15 +186,22 @@ func (h *Hold) end(cause error) {
 		return
 	}
 	h.ended, h.endCause = true, cause
-	cancel := h.cancel
+	cancel, reported := h.cancel, h.reported
 	h.cancel = nil
 	h.mu.Unlock()
 	if cancel != nil {
 		cancel(cause)
 	}
-	if at := h.granted.Load(); at != 0 {
-		h.e.emit(Event{Kind: Ended, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Held: h.e.now() - time.Duration(at-1), Reason: ReasonOf(cause), Err: cause})
+	if reported != 0 {
+		h.reportEnd(reported)
 	}
+}
+
+// reportEnd reports the end of h, whose acquisition was reported at 1 +
+// reported.
+func (h *Hold) reportEnd(reported time.Duration) {
+	cause := h.endCause // set once, before ended: read-only now
+	h.e.emit(Event{Kind: Ended, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Held: h.e.now() - (reported - 1), Reason: ReasonOf(cause), Err: cause})
 }
 
 // isEnded reports whether end was called.
