@@ -21,13 +21,9 @@ const scope = "github.com/distlock/distlock/otel"
 // for concurrent use, never block on anything but a short mutex, and never
 // call the Client.
 //
-// Give each Client its own Observer (Observers on the same MeterProvider
-// share its instruments, so their counts add up): an Observer tells holds
-// apart by the id each Client numbers its holds with, their store and
-// their lock's name, so two Clients that shared one might mix up the
-// lease spans of holds of the same lock with the same id (a RWMutex's
-// readers, say). Such a mix-up misattributes a span; it never leaves one
-// open.
+// One Observer may serve several Clients: it tells holds apart by their
+// ids, which are unique in the process. Observers on the same
+// MeterProvider share its instruments, so their counts add up.
 type Observer struct {
 	tracer trace.Tracer
 	ins    instruments
