@@ -17,7 +17,7 @@ const (
 	outcomeKey = attribute.Key("distlock.outcome")   // "ok", "busy", "timeout", "canceled", "error"
 	tokenKey   = attribute.Key("distlock.token")     // the fencing token of an acquisition
 	waitKey    = attribute.Key("distlock.wait")      // an acquisition's wait, in seconds
-	holdKey    = attribute.Key("distlock.hold")      // the hold id, unique in the Client
+	holdKey    = attribute.Key("distlock.hold")      // the hold id, unique in the process
 	heldKey    = attribute.Key("distlock.held")      // how long a hold lasted, in seconds
 	resultKey  = attribute.Key("distlock.result")    // a renewal's: "ok" or "failed"
 	reasonKey  = attribute.Key("distlock.reason")    // a loss's distlock.LossReason
