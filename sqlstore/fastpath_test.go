@@ -58,6 +58,14 @@ func (c *counted) begin(ctx context.Context) (transaction, error) {
 	return c.dialect.begin(ctx)
 }
 
+// countedListener is counted for a dialect that listens (PostgreSQL's),
+// so that the store it wraps listens as it would unwrapped, instead of
+// polling.
+type countedListener struct {
+	*counted
+	listener
+}
+
 // TestFastPathTaken: once a lock's row exists, an uncontended Lock and
 // Unlock begin no transaction on either database (each is one
 // statement), and the row a fast Lock leaves is the general path's: a
@@ -158,7 +166,10 @@ func TestRefusalsAreReads(t *testing.T) {
 	defer holder.Close()
 	s := open()
 	c := &counted{dialect: s.db, fastPath: s.db.(fastPath)}
-	s.db = c
+	s.db = countedListener{c, s.db.(listener)}
+	if _, ok := s.db.(listener); !ok {
+		t.Fatal("the counted store does not listen")
+	}
 	other := distlock.New(s, distlock.WithLogger(nil))
 	defer other.Close()
 
