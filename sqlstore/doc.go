@@ -36,10 +36,11 @@
 // (so that two steps never wait for each other in a cycle), in two round
 // trips (BEGIN and the reads in one, the writes, NOTIFY and COMMIT in the
 // other); on MySQL by a compare-and-swap (see Failures). Taking a free
-// mutex and releasing the only hold of one nobody waits for are one
-// statement each. Rows are made on first use, by a statement of their own
-// outside any transaction (MySQL's gap locks never come into play), and
-// are never deleted.
+// mutex and releasing the only hold of one nobody is queued for are one
+// statement each (on PostgreSQL the release's statement also sends the
+// notice that wakes waiters, when there are any). Rows are made on first
+// use, by a statement of their own outside any transaction (MySQL's gap
+// locks never come into play), and are never deleted.
 //
 // # Leases and clocks
 //

@@ -12,8 +12,10 @@ import (
 // statement each, without reading the row first. Taking a free mutex
 // (its row's state exactly "{}": nobody holds or waits, no owner is
 // marked) and releasing the last hold of a mutex whose state is that one
-// holder and nothing else are the same steps as lockState.acquire and
-// lockState.release would make on those states; any other state makes the
+// holder and nothing else (on PostgreSQL, also one whose state adds only
+// the mark that its release is to be told, lockState.Waited, which the
+// statement then tells) are the same steps as lockState.acquire and lockState.release
+// would make on those states; any other state makes the
 // statement change nothing, and the step then goes the general way. A
 // store whose dialect has no fast path always goes the general way.
 type fastPath interface {
@@ -21,9 +23,11 @@ type fastPath interface {
 	// state fragments of take; ok is false if the lock was not free.
 	takeFree(ctx context.Context, r store.Request, f freeTake) (token uint64, ok bool, err error)
 	// releaseOnly frees the plain mutex of r if r.Owner holds it with
-	// hold r.Hold only (any holds if r.Hold is 0), nobody waits and no
-	// owner is marked; ok is false otherwise.
-	releaseOnly(ctx context.Context, r store.Request) (ok bool, err error)
+	// hold r.Hold only (any holds if r.Hold is 0), nobody is queued and no
+	// owner is marked; ok is false otherwise. A dialect that can also
+	// free one whose release is to be told (lockState.Waited) sends tell,
+	// the release's notice, when it does so, as lockState.freed would.
+	releaseOnly(ctx context.Context, r store.Request, tell notice) (ok bool, err error)
 }
 
 // A freeTake is the state of a mutex just taken, as lockState.take
@@ -90,6 +94,6 @@ func (s *Store) releaseFast(ctx context.Context, f fastPath, r store.Request) (b
 	if err := s.prepare(ctx); err != nil {
 		return false, err
 	}
-	ok, err := f.releaseOnly(ctx, r)
+	ok, err := f.releaseOnly(ctx, r, notice{Type: noticeRelease, Name: r.Name, Store: s.id})
 	return ok, s.hint(backendErr(err))
 }

@@ -209,3 +209,124 @@ func TestRefusalsAreReads(t *testing.T) {
 		t.Fatal("the waiter was not woken by the release")
 	}
 }
+
+// TestToldReleaseIsFast: on PostgreSQL, the release of a mutex whose
+// release is to be told (a refused caller waits) is one statement too (no
+// transaction begun) that wakes the waiter, and the release of one nobody
+// waits for sends no notice.
+func TestToldReleaseIsFast(t *testing.T) {
+	pg := sqltest.StartPostgres(t)
+	pool := func() *pgxpool.Pool {
+		p, err := pgxpool.New(t.Context(), pg.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
+	ctx := t.Context()
+	hs := NewPostgres(pool())
+	c := &counted{dialect: hs.db, fastPath: hs.db.(fastPath)}
+	hs.db = countedListener{c, hs.db.(listener)}
+	holder := distlock.New(hs, distlock.WithLogger(nil))
+	defer holder.Close()
+	ws := NewPostgres(pool())
+	other := distlock.New(ws, distlock.WithLogger(nil))
+	defer other.Close()
+
+	// A listener of the store's channel, to count its notices.
+	lp := pool()
+	lc, err := lp.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Release()
+	if _, err := lc.Exec(ctx, `LISTEN distlock_locks`); err != nil {
+		t.Fatal(err)
+	}
+	// notices returns the notices sent since the last call: it sends one
+	// of its own, and takes the store's that come before it.
+	notices := func() int {
+		if _, err := lp.Exec(ctx, `SELECT pg_notify('distlock_locks', 'end')`); err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; ; n++ {
+			m, err := lc.Conn().WaitForNotification(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Payload == "end" {
+				return n
+			}
+		}
+	}
+
+	for range 2 { // the first makes the row, the general way
+		l, err := holder.Mutex("busy").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notices()
+	l, err := holder.Mutex("busy").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.begun.Load()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.begun.Load() - before; n != 0 {
+		t.Fatalf("the release of a lock nobody waited for began %d transactions, want 0", n)
+	}
+	if n := notices(); n != 0 {
+		t.Fatalf("the release of a lock nobody waited for sent %d notices, want 0", n)
+	}
+
+	l, err = holder.Mutex("busy").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Mutex("busy").TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryLock of a held lock: %v", err) // marks the release as to be told
+	}
+	got := make(chan error, 1)
+	go func() {
+		l2, err := other.Mutex("busy").Lock(ctx)
+		if err == nil {
+			err = l2.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	waits := func() bool {
+		ws.hub.mu.Lock()
+		defer ws.hub.mu.Unlock()
+		return len(ws.hub.wakers["busy"]) > 0
+	}
+	for !waits() { // the other Client's Lock was refused, and waits
+		select {
+		case err := <-got:
+			t.Fatalf("the other Client's Lock of a held lock returned: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	notices()
+	before = c.begun.Load()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.begun.Load() - before; n != 0 {
+		t.Fatalf("the release of a lock waited for began %d transactions, want 0", n)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second): // the holder's lease is 30 s: a release that was not told would time out here
+		t.Fatal("the waiter was not woken by the release")
+	}
+}

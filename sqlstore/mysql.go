@@ -401,8 +401,10 @@ func (m *mysql) takeFree(ctx context.Context, r store.Request, f freeTake) (uint
 }
 
 // releaseOnly implements fastPath. It commits as the server does: MySQL
-// has no per-transaction durability to relax.
-func (m *mysql) releaseOnly(ctx context.Context, r store.Request) (bool, error) {
+// has no per-transaction durability to relax. It frees nothing whose
+// release is to be told (MySQL has no notices to send; the general path
+// frees it).
+func (m *mysql) releaseOnly(ctx context.Context, r store.Request, _ notice) (bool, error) {
 	holds := ``
 	if r.Hold != 0 {
 		holds = ` AND JSON_LENGTH(state, '$.holders[0].holds') = 1
