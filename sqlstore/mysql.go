@@ -345,6 +345,13 @@ func (m *mysql) retryable(err error) bool {
 // missingTable: ER_NO_SUCH_TABLE.
 func (m *mysql) missingTable(err error) bool { return strings.Contains(err.Error(), "Error 1146") }
 
+// readOnly: ER_OPTION_PREVENTS_STATEMENT (--read-only, the message naming
+// it) or ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION.
+func (m *mysql) readOnly(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Error 1792") || strings.Contains(s, "Error 1290") && strings.Contains(s, "read-only")
+}
+
 func (m *mysql) onceRead(ctx context.Context, name string) (int64, store.Record, bool, error) {
 	var now int64
 	var period, token, at sql.NullInt64

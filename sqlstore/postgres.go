@@ -231,6 +231,13 @@ func (p *postgres) missingTable(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "42P01"
 }
 
+// readOnly: SQLSTATE 25006, read_only_sql_transaction (a standby in
+// recovery, or default_transaction_read_only).
+func (p *postgres) readOnly(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25006"
+}
+
 // listen implements listener, on a connection of its own made with the
 // pool's settings.
 func (p *postgres) listen(ctx context.Context, up func(), got func(string)) error {

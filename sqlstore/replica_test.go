@@ -107,6 +107,10 @@ func TestReplicaStandbyRefusesLocks(t *testing.T) {
 			t.Errorf("%s on a standby: %v, want the server's SQLSTATE 25006 underneath", what, err)
 		case !strings.Contains(err.Error(), "read-only"):
 			t.Errorf("%s on a standby: %q does not say read-only", what, err)
+		case !strings.Contains(err.Error(), "Point the store at the primary"):
+			t.Errorf("%s on a standby: %q does not say what to do", what, err)
+		case strings.Contains(err.Error(), "WithoutMigration"):
+			t.Errorf("%s on a standby: %q suggests WithoutMigration, which would not help", what, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)

@@ -198,6 +198,9 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	if s.cfg.migrate {
 		if err := s.db.migrate(ctx); err != nil {
+			if s.db.readOnly(err) {
+				return unsent(fmt.Errorf("checking or creating distlock's tables: %w%s", err, readOnlyHint))
+			}
 			return unsent(fmt.Errorf("checking or creating distlock's tables (or make the store WithoutMigration and apply the schema yourself): %w", err))
 		}
 	}
@@ -271,6 +274,9 @@ type dialect interface {
 	retryable(err error) bool
 	// missingTable reports whether err says that a table does not exist.
 	missingTable(err error) bool
+	// readOnly reports whether err says that the server takes no writes
+	// (a standby, a read-only replica).
+	readOnly(err error) bool
 	onceTable
 }
 
@@ -399,11 +405,20 @@ type work struct {
 // hint adds to an error that says the store's table does not exist
 // what to do about it.
 func (s *Store) hint(err error) error {
-	if err == nil || !s.db.missingTable(err) {
-		return err
+	switch {
+	case err == nil:
+		return nil
+	case s.db.readOnly(err):
+		return fmt.Errorf("%w%s", err, readOnlyHint)
+	case s.db.missingTable(err):
+		return fmt.Errorf("%w (the store was made WithoutMigration: apply sqlstore.PostgresSchema or MySQLSchema with table %q, or `distlock sql-schema`)", err, s.cfg.table)
 	}
-	return fmt.Errorf("%w (the store was made WithoutMigration: apply sqlstore.PostgresSchema or MySQLSchema with table %q, or `distlock sql-schema`)", err, s.cfg.table)
+	return err
 }
+
+// readOnlyHint follows the error of a step that a read-only server
+// refused.
+const readOnlyHint = " (the server takes no writes: a standby or a read-only replica? Point the store at the primary; with PostgreSQL's multi-host DSNs, target_session_attrs=read-write)"
 
 // missing returns the names that have no row in rows.
 func missing(names []string, rows []*row) []string {
