@@ -2,6 +2,7 @@ package etcdtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -350,8 +351,12 @@ func TestEtcdWaiterKeyVanished(t *testing.T) {
 				if err := resp.Err(); err != nil || len(resp.Events) == 0 {
 					t.Fatalf("watching for a new place: %v", err)
 				}
-				if k := string(resp.Events[0].Kv.Key); k == string(place.Key) || resp.Events[0].Kv.CreateRevision <= del.Header.Revision {
-					t.Fatalf("after the delete, %s was put (created at %d), not a new place", k, resp.Events[0].Kv.CreateRevision)
+				// A new owner's place: the key's name may be the old one's (a
+				// store gives its slots' names again, see etcdstore's
+				// slots.go), its owner may not.
+				kv := resp.Events[0].Kv
+				if kv.CreateRevision <= del.Header.Revision || ownerOf(t, kv.Value) == ownerOf(t, place.Value) {
+					t.Fatalf("after the delete, %s was put (created at %d) by the deleted place's owner, not a new place", kv.Key, kv.CreateRevision)
 				}
 			case <-ctx.Done():
 				t.Fatal("no new place after the waiter's key was deleted")
@@ -410,4 +415,16 @@ func TestEtcdObserveAcrossCompaction(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ownerOf is the owner in the value of an owner's key.
+func ownerOf(t *testing.T, value []byte) string {
+	t.Helper()
+	var v struct {
+		Owner string `json:"owner"`
+	}
+	if err := json.Unmarshal(value, &v); err != nil || v.Owner == "" {
+		t.Fatalf("the value %q of an owner's key: %v", value, err)
+	}
+	return v.Owner
 }
