@@ -138,3 +138,66 @@ func TestEtcdFixedLeaseEndsBesideRenewedLocks(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdGrantMovesOntoAStaleLease: a waiter granted a fair mutex moves
+// its key from the store's lease of places onto its lease of holds. Here
+// that lease was last kept alive long ago (by an earlier hold, released at
+// once) and runs out soon: the move keeps it alive first, so the new
+// holder's key outlives the lease's old expiry and the lock stays held for
+// its lease. Without that keep-alive the key went with the old lease (a
+// chaos run lost a lock so: its key deleted 245 ms after the grant of a 2 s
+// lease). The new hold's lease is fixed, so that no renewal keeps the
+// etcd lease alive meanwhile: only the move can.
+func TestEtcdGrantMovesOntoAStaleLease(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	holder, waiter := lockClient(t, c.Client(t)), lockClient(t, c.Client(t))
+	closeAtEnd(t, holder, waiter)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The etcd lease of 12 s holds has a TTL of 13 s: granted now, it runs
+	// out 13 s from now unless kept alive.
+	const lease = 12 * time.Second
+	start := time.Now()
+	first, err := waiter.Mutex("stale-lease-first", distlock.WithTTL(lease)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, err := holder.FairMutex("stale-lease").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *distlock.Lease, 1)
+	go func() {
+		l, err := waiter.FairMutex("stale-lease", distlock.WithFixedLease(lease)).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueued(t, ctx, fairQueued(holder.FairMutex("stale-lease")), 1)
+	// The grant comes 6 s after the etcd lease's last keep-alive: more
+	// than the second a keep-alive is trusted for.
+	time.Sleep(time.Until(start.Add(6 * time.Second)))
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		return
+	}
+	defer l.Unlock(ctx)
+	// 2 s past the etcd lease's old expiry, 3 s at least before the fixed
+	// lease ends.
+	time.Sleep(time.Until(start.Add(15 * time.Second)))
+	info, err := holder.FairMutex("stale-lease").Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Locked || info.Token != l.Token() || l.Context().Err() != nil {
+		t.Errorf("past the old expiry of the etcd lease the key was moved onto: %+v (want held with token %d), the holder's context: %v",
+			info, l.Token(), context.Cause(l.Context()))
+	}
+}
