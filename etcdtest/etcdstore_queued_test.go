@@ -16,17 +16,21 @@ import (
 	"google.golang.org/grpc"
 )
 
-// countingClient returns a client of endpoints that counts the requests
-// it sends to etcd's KV service (Range, Txn, Put, DeleteRange): what a
-// store reads and writes.
-func countingClient(t *testing.T, n *atomic.Int64, endpoints ...string) *clientv3.Client {
+// countingClient returns a client of endpoints that counts in n the
+// requests it sends to etcd's KV service (Range, Txn, Put, DeleteRange):
+// what a store reads and writes; and in ranges its Ranges, once answered.
+func countingClient(t *testing.T, n, ranges *atomic.Int64, endpoints ...string) *clientv3.Client {
 	t.Helper()
 	return dialWith(t, endpoints, grpc.WithChainUnaryInterceptor(
 		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			if strings.HasPrefix(method, "/etcdserverpb.KV/") {
 				n.Add(1)
 			}
-			return invoker(ctx, method, req, reply, cc, opts...)
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if method == "/etcdserverpb.KV/Range" {
+				ranges.Add(1)
+			}
+			return err
 		}))
 }
 
@@ -51,14 +55,19 @@ func dialWith(t *testing.T, endpoints []string, opts ...grpc.DialOption) *client
 // store whose waiters watched the whole lock would read it again at each
 // release), and the third none during the first hand-over. The queue
 // timeout is long, so that no refresh of a place falls in between.
+//
+// The counts start once each waiter follows its place: a place's key is
+// visible before its acquisition has returned, and the store reads the
+// queue once (a Range, the first of its client) before it watches the
+// key ahead.
 func TestEtcdWaitersFollowTheirPredecessor(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var reqs [4]atomic.Int64
+	var reqs, ranges [4]atomic.Int64
 	var cs [4]*distlock.Client
 	for i := range cs {
-		cs[i] = lockClient(t, countingClient(t, &reqs[i], c.Endpoints()...))
+		cs[i] = lockClient(t, countingClient(t, &reqs[i], &ranges[i], c.Endpoints()...))
 	}
 	closeAtEnd(t, cs[:]...)
 	mutex := func(i int) *distlock.Mutex {
@@ -78,6 +87,15 @@ func TestEtcdWaitersFollowTheirPredecessor(t *testing.T) {
 			got <- l
 		}()
 		waitQueued(t, ctx, fairQueued(mutex(0)), i) // in this order
+	}
+	for i := 1; i < 4; i++ {
+		for ranges[i].Load() == 0 {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("waiter %d never read its queue", i)
+			case <-time.After(time.Millisecond):
+			}
+		}
 	}
 	before2, before3 := reqs[2].Load(), reqs[3].Load()
 	if err := first.Unlock(ctx); err != nil {
