@@ -33,8 +33,16 @@ func TestWaiterWokenByRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rdb.ConfigResetStat(ctx)
 	w := startHelper(t, "wait", srv.URL(), "handover", "10s")
-	w.expect(t, "waiting") // subscribed, and its attempt failed
+	w.expect(t, "waiting") // subscribed, and its first attempt failed
+	// The waiter tries once more once it watches (a release between its
+	// first attempt and its watch would go unnoticed otherwise): the count
+	// starts after that attempt too.
+	waitFor(t, func() bool {
+		calls := commandCalls(t, rdb)
+		return calls["evalsha"]+calls["eval"] >= 2
+	})
 	info, err := c.Mutex("handover").Inspect(ctx)
 	if err != nil || info.Waiters != 1 {
 		t.Fatalf("Inspect while waiting: %+v, %v; want 1 waiter", info, err)

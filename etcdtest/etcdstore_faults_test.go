@@ -23,6 +23,41 @@ func lockClient(t *testing.T, cli *clientv3.Client) *distlock.Client {
 	return c
 }
 
+// waitingClient is lockClient with a channel that gets the name of each
+// lock a queued kind's Lock waits for, once its acquisition has returned
+// queued (EventWaiting). A place is visible to others before that: a test
+// that cancels the waiter or cuts its connections once it sees the place
+// acts while the acquisition's reply may still be on its way.
+func waitingClient(t *testing.T, cli *clientv3.Client) (*distlock.Client, <-chan string) {
+	t.Helper()
+	waiting := make(chan string, 1000)
+	c := distlock.New(etcdstore.New(cli), distlock.WithLogger(nil),
+		distlock.WithEventHandler(func(ev distlock.Event) {
+			if ev.Kind != distlock.EventWaiting {
+				return
+			}
+			select {
+			case waiting <- ev.Name:
+			default: // a handler must not block
+				t.Error("too many waits not taken from the channel")
+			}
+		}))
+	if err := c.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return c, waiting
+}
+
+// awaitWaiting waits for the next name on waiting (see waitingClient).
+func awaitWaiting(t *testing.T, ctx context.Context, waiting <-chan string) {
+	t.Helper()
+	select {
+	case <-waiting:
+	case <-ctx.Done():
+		t.Fatal("the waiter never reported waiting")
+	}
+}
+
 // closeAtEnd closes cs when the test ends: each Close must succeed.
 func closeAtEnd(t *testing.T, cs ...*distlock.Client) {
 	t.Cleanup(func() {

@@ -59,7 +59,8 @@ func keyNames(t *testing.T, ctx context.Context, cli *clientv3.Client, prefix st
 func TestEtcdKeyNamesComeBack(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	cli := c.Client(t)
-	lc, other := lockClient(t, cli), lockClient(t, c.Client(t))
+	lc, waiting := waitingClient(t, cli)
+	other := lockClient(t, c.Client(t))
 	closeAtEnd(t, lc, other)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -105,6 +106,9 @@ func TestEtcdKeyNamesComeBack(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	for len(waiting) > 0 {
+		<-waiting // the fair waiters'
+	}
 
 	held, err = other.FairMutex("given-up").Lock(ctx)
 	if err != nil {
@@ -118,6 +122,7 @@ func TestEtcdKeyNamesComeBack(t *testing.T) {
 			got <- err
 		}()
 		waitQueued(t, ctx, fairQueued(other.FairMutex("given-up")), 1)
+		awaitWaiting(t, ctx, waiting) // its acquisition has returned
 		stop()
 		if err := <-got; !errors.Is(err, distlock.ErrNotAcquired) {
 			t.Fatalf("a waiter whose context ended: %v", err)
@@ -168,7 +173,8 @@ func TestEtcdLateAbandonSparesTheNameNextOwner(t *testing.T) {
 			}
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}))
-	lc, other := lockClient(t, cli), lockClient(t, c.Client(t))
+	lc, waiting := waitingClient(t, cli)
+	other := lockClient(t, c.Client(t))
 	closeAtEnd(t, lc, other)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -194,6 +200,7 @@ func TestEtcdLateAbandonSparesTheNameNextOwner(t *testing.T) {
 		gaveUp <- err
 	}()
 	waitQueued(t, ctx, fairQueued(other.FairMutex(name)), 1)
+	awaitWaiting(t, ctx, waiting) // its acquisition has returned
 	first := placeKey()
 	giveUp()
 	if err := <-gaveUp; !errors.Is(err, distlock.ErrNotAcquired) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/etcdstore"
 	"github.com/distlock/distlock/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -274,16 +273,9 @@ func TestEtcdWaiterSurvivesLostConnections(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	holder := lockClient(t, c.Client(t))
 	// The cut must come once the waiter's acquisition has returned, queued
-	// (its key is visible to others before the reply is back, and a reply
-	// lost with its connection is an unknown outcome: Lock fails with
-	// ErrBackend then, as it should).
-	waiting := make(chan string, 2)
-	waiter := distlock.New(etcdstore.New(etcdtest.Dial(t, c.ProxyEndpoints()...)), distlock.WithLogger(nil),
-		distlock.WithEventHandler(func(ev distlock.Event) {
-			if ev.Kind == distlock.EventWaiting {
-				waiting <- ev.Name
-			}
-		}))
+	// (a reply lost with its connection is an unknown outcome: Lock fails
+	// with ErrBackend then, as it should).
+	waiter, waiting := waitingClient(t, etcdtest.Dial(t, c.ProxyEndpoints()...))
 	closeAtEnd(t, holder, waiter)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -314,11 +306,7 @@ func TestEtcdWaiterSurvivesLostConnections(t *testing.T) {
 			got <- err
 		}()
 		waitQueued(t, ctx, kind.queued, 1)
-		select {
-		case <-waiting:
-		case <-ctx.Done():
-			t.Fatalf("%s: the waiter never reported waiting", kind.name)
-		}
+		awaitWaiting(t, ctx, waiting)
 		for _, m := range c.Members() {
 			m.Proxy().Cut()
 		}
