@@ -20,9 +20,10 @@ import (
 )
 
 // oncePer is the body of a "once-per" helper process: for duration, it
-// calls OncePer(name, period) every 10 to 40 ms, and prints "ran PERIOD
-// TOKEN" for each run it made, and "saw PERIOD" for each call that found
-// the period's run done or running elsewhere.
+// calls OncePer(name, period) every 10 to 40 ms, and prints a line for
+// each call: "ran PERIOD TOKEN" for a run it made, "done PERIOD" for a
+// call told that the period's run was done, and "busy PERIOD TOKEN" for a
+// call told that the holder of TOKEN runs it.
 func oncePer(ctx context.Context, c *distlock.Client, name string, period, duration time.Duration) int {
 	end := time.Now().Add(duration)
 	for time.Now().Before(end) {
@@ -44,10 +45,13 @@ func oncePer(ctx context.Context, c *distlock.Client, name string, period, durat
 			fmt.Fprintf(os.Stderr, "the job ran for period %d, OncePer says %d\n", inJob, run.Period)
 			return 1
 		}
-		if run.State == distlock.RanHere {
+		switch run.State {
+		case distlock.RanHere:
 			fmt.Println("ran", run.Period, run.Token)
-		} else {
-			fmt.Println("saw", run.Period)
+		case distlock.AlreadyDone:
+			fmt.Println("done", run.Period)
+		default:
+			fmt.Println("busy", run.Period, run.Token)
 		}
 		time.Sleep(time.Duration(10+rand.IntN(30)) * time.Millisecond)
 	}
@@ -55,9 +59,13 @@ func oncePer(ctx context.Context, c *distlock.Client, name string, period, durat
 }
 
 // Three processes call OncePer every few tens of milliseconds for 20
-// periods of 200 ms: every period that a call saw was run exactly once,
-// by tokens that increase. (A period that no call saw, on a machine too
-// loaded to call within it, says nothing either way.)
+// periods of 200 ms: no period ran twice, every period that a call was
+// told was done ran exactly once, and the runs' tokens increase with
+// their periods. A call told that the job runs elsewhere proves nothing
+// about its period's run: the holder may run the previous period's job
+// past its end, or have taken the lock only to find the record, and no
+// call may come after it in that period (the helpers' last period, on a
+// loaded machine).
 func TestOncePerAcrossProcesses(t *testing.T) {
 	srv := redistest.Start(t)
 	const period, periods = 200 * time.Millisecond, 20
@@ -65,8 +73,8 @@ func TestOncePerAcrossProcesses(t *testing.T) {
 	for p := 0; p < 3; p++ {
 		hs = append(hs, startHelper(t, "once-per", srv.URL(), "report", period.String(), (periods*period).String()))
 	}
-	runs := map[uint64][]uint64{}
-	seen := map[uint64]bool{}
+	runs := map[uint64][]uint64{} // period -> tokens of its runs
+	done := map[uint64]bool{}     // periods that a call was told were done
 	for _, h := range hs {
 		for line := range h.lines {
 			f := strings.Fields(line)
@@ -76,23 +84,26 @@ func TestOncePerAcrossProcesses(t *testing.T) {
 				fmt.Sscan(f[1], &p)
 				fmt.Sscan(f[2], &tok)
 				runs[p] = append(runs[p], tok)
-			case len(f) == 2 && f[0] == "saw":
+			case len(f) == 2 && f[0] == "done":
 				fmt.Sscan(f[1], &p)
-			default:
-				continue
+				done[p] = true
 			}
-			seen[p] = true
 		}
 		if err := h.wait(t); err != nil {
 			t.Fatalf("helper: %v", err)
 		}
 	}
-	if len(seen) < periods/2 {
-		t.Fatalf("the calls saw %d periods of %d: the test did not run", len(seen), periods)
+	if len(runs) < periods/2 {
+		t.Fatalf("%d periods of %d ran: the test did not run", len(runs), periods)
 	}
-	for p := range seen {
-		if len(runs[p]) != 1 {
-			t.Errorf("period %d: %d runs %v, want exactly 1", p, len(runs[p]), runs[p])
+	for p, toks := range runs {
+		if len(toks) != 1 {
+			t.Errorf("period %d: %d runs %v, want 1", p, len(toks), toks)
+		}
+	}
+	for p := range done {
+		if len(runs[p]) == 0 {
+			t.Errorf("period %d: a call was told it was done, and it did not run", p)
 		}
 	}
 	var lastTok uint64
