@@ -47,7 +47,7 @@ func New(rdb redis.UniversalClient, opts ...Option) store.Store {
 	if cfg.err != nil {
 		return invalid{cfg.err}
 	}
-	return redisbackend.New(rdb, cfg.backend())
+	return redisbackend.New(redisbackend.GoRedis(rdb), cfg.backend())
 }
 
 // NewRedlock returns a store whose locks are held on a majority of the

@@ -2,7 +2,8 @@
 // atomic step (acquire, release, renew, inspect, force-unlock) and pub/sub
 // release notifications. It works with standalone, Sentinel and Cluster
 // clients; on Cluster it publishes with SPUBLISH and batches renewals per
-// slot.
+// slot. It talks to Redis through a Conn (conn.go): GoRedis for go-redis,
+// another module's for another client library.
 package redisbackend
 
 import (
@@ -11,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/store"
-	"github.com/redis/go-redis/v9"
 )
 
 // pipelineLimit is how many acquire and release round trips may be on their
@@ -42,9 +41,9 @@ type Config struct {
 	ReplicaTimeout time.Duration
 }
 
-// Backend implements store.Store on a go-redis client.
+// Backend implements store.Store on a Redis client.
 type Backend struct {
-	rdb     redis.UniversalClient
+	conn    Conn
 	cfg     Config
 	pid     string
 	sharded bool   // Redis Cluster: sharded pub/sub, renewals grouped by slot
@@ -61,20 +60,21 @@ type Backend struct {
 	checked atomic.Bool
 }
 
-// New returns a Backend on rdb. It does not talk to Redis until it is used.
-func New(rdb redis.UniversalClient, cfg Config) *Backend {
-	_, sharded := rdb.(*redis.ClusterClient)
+// New returns a Backend on conn. It does not talk to Redis until it is
+// used.
+func New(conn Conn, cfg Config) *Backend {
+	sharded := conn.Sharded()
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	b := &Backend{rdb: rdb, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded, id: hex.EncodeToString(id[:])}
+	b := &Backend{conn: conn, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded, id: hex.EncodeToString(id[:])}
 	b.hostArg, b.pidArg, b.retentionArg, b.modeArg, b.idArg = cfg.Host, b.pid, b.retention(), b.publishMode(), b.id
-	b.notify = newNotifier(rdb, sharded, b.id)
-	b.pipe = newPipeliner(rdb, pipelineLimit)
+	b.notify = newNotifier(conn, sharded, b.id)
+	b.pipe = newPipeliner(conn, pipelineLimit)
 	return b
 }
 
-// Close stops notifications. It does not close the go-redis client, which
-// belongs to the caller.
+// Close stops notifications. It does not close the client under conn,
+// which belongs to the caller.
 func (b *Backend) Close() error { return b.notify.close() }
 
 // System names the store for observers (store.SystemNamer).
@@ -93,7 +93,7 @@ func (b *Backend) Acquire(ctx context.Context, r store.Request) (store.Grant, er
 		return store.Grant{}, err
 	}
 	k := b.cfg.Keys
-	var script *redis.Script
+	var script *Script
 	var call []any // see callArgs
 	switch {
 	case r.Kind == store.Semaphore:
@@ -112,16 +112,16 @@ func (b *Backend) Acquire(ctx context.Context, r store.Request) (store.Grant, er
 	default: // a plain mutex, and re-entry into a fair one or an election
 		script, call = acquireScript, acquireCall{plainTake: b.plainTake(r), Reenter: flag(r.Reenter)}.args()
 	}
-	cmd, ackErr := b.runAcked(ctx, script, call)
-	res, err := cmd.Slice()
-	if err != nil && script == acquireScript && !r.Reenter && redis.HasErrorPrefix(err, "TRYAGAIN") {
+	reply, ackErr, err := b.runAcked(ctx, script, call)
+	res, err := slice(reply, err)
+	if err != nil && script == acquireScript && !r.Reenter && isReply(b.conn, err, "TRYAGAIN") {
 		// A Cluster slot half migrated: the script's keys are split
 		// between two nodes, and Redis refused to run it. Nothing was
 		// applied: not acquired, try again shortly.
 		return store.Grant{TTL: migratingRetry}, nil
 	}
 	if err != nil {
-		return store.Grant{}, backendErr(ctx, err)
+		return store.Grant{}, b.backendErr(ctx, err)
 	}
 	g, err := acquireOutcome(res)
 	if err == nil && g.Queued && r.Queue <= 0 {
@@ -172,10 +172,10 @@ func (b *Backend) AcquireAll(ctx context.Context, rs []store.Request) ([]store.G
 		for _, i := range group {
 			call.Members = append(call.Members, multiMember{Keys: b.cfg.Keys.script(rs[i].Name, rs[i].Owner), Owner: rs[i].Owner})
 		}
-		cmd, ackErr := b.runAcked(ctx, multiAcquireScript, call.args())
-		res, err := cmd.Slice()
+		reply, ackErr, err := b.runAcked(ctx, multiAcquireScript, call.args())
+		res, err := slice(reply, err)
 		if err != nil {
-			return gs, backendErr(ctx, err)
+			return gs, b.backendErr(ctx, err)
 		}
 		code, ok := replyInt(res, 0)
 		switch {
@@ -221,17 +221,18 @@ func (b *Backend) retention() int64 { return b.cfg.FenceRetention.Milliseconds()
 // Release implements store.Store.
 func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, error) {
 	k := b.cfg.Keys
-	var cmd *redis.Cmd
+	var reply any
+	var err error
 	if r.Kind == store.Plain {
-		cmd = b.pipe.run(ctx, releasePlainScript, releasePlainCall{L: k.Lock(r.Name), Owner: r.Owner, Hold: r.Hold,
+		reply, err = b.pipe.run(ctx, releasePlainScript, releasePlainCall{L: k.Lock(r.Name), Owner: r.Owner, Hold: r.Hold,
 			Mode: b.modeArg, ID: b.idArg}.args())
 	} else {
-		cmd = b.pipe.run(ctx, releaseScript, releaseCall{Keys: k.script(r.Name, ""), Owner: r.Owner, Hold: r.Hold,
+		reply, err = b.pipe.run(ctx, releaseScript, releaseCall{Keys: k.script(r.Name, ""), Owner: r.Owner, Hold: r.Hold,
 			handOn: b.handOn(r)}.args())
 	}
-	n, err := cmd.Int64()
+	n, err := integer(reply, err)
 	if err != nil {
-		return 0, backendErr(ctx, err)
+		return 0, b.backendErr(ctx, err)
 	}
 	switch n {
 	case 1:
@@ -247,10 +248,10 @@ func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, 
 
 // Abandon implements store.Store.
 func (b *Backend) Abandon(ctx context.Context, r store.Request) (bool, error) {
-	n, err := b.pipe.run(ctx, abandonScript, abandonCall{Keys: b.cfg.Keys.script(r.Name, r.Owner), Owner: r.Owner,
-		Mark: max(r.Lease.Milliseconds(), 1), handOn: b.handOn(r)}.args()).Int64()
+	n, err := integer(b.pipe.run(ctx, abandonScript, abandonCall{Keys: b.cfg.Keys.script(r.Name, r.Owner), Owner: r.Owner,
+		Mark: max(r.Lease.Milliseconds(), 1), handOn: b.handOn(r)}.args()))
 	if err != nil {
-		return false, backendErr(ctx, err)
+		return false, b.backendErr(ctx, err)
 	}
 	return n == 1, nil
 }
@@ -260,10 +261,10 @@ func (b *Backend) Abandon(ctx context.Context, r store.Request) (bool, error) {
 // returns the capacity before (0 if it was not set) and the permits held
 // after those grants.
 func (b *Backend) SetPermits(ctx context.Context, name string, n int) (before, held int, err error) {
-	res, err := process(ctx, b.rdb, semPermitsScript, semPermitsCall{Keys: b.cfg.Keys.script(name, ""), Capacity: n,
-		Retention: b.retentionArg, Mode: b.modeArg}.args()).Slice()
+	res, err := slice(b.conn.Eval(ctx, semPermitsScript, semPermitsCall{Keys: b.cfg.Keys.script(name, ""), Capacity: n,
+		Retention: b.retentionArg, Mode: b.modeArg}.args()))
 	if err != nil {
-		return 0, 0, backendErr(ctx, err)
+		return 0, 0, b.backendErr(ctx, err)
 	}
 	code, ok := replyInt(res, 0)
 	switch {
@@ -298,14 +299,18 @@ func (b *Backend) Watch(ctx context.Context, name string, kind store.Kind, wake 
 
 // backendErr wraps err in ErrBackend, unless it is ctx's own end: a
 // deadline that is not ctx's (a dial or read timeout of the client) is a
-// backend failure. An error of a request that go-redis never sent (see
-// unsent) wraps store.ErrUnsent too.
-func backendErr(ctx context.Context, err error) error {
+// backend failure. An error of a request that the client never sent (see
+// Conn.Unsent) wraps store.ErrUnsent too.
+func (b *Backend) backendErr(ctx context.Context, err error) error { return connErr(b.conn, ctx, err) }
+
+// connErr is backendErr for a failure of conn.
+func connErr(conn Conn, ctx context.Context, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
+	unsent := conn.Unsent(err)
 	err = fmt.Errorf("%w: %w", store.ErrBackend, err)
-	if unsent(err) {
+	if unsent {
 		return notSent(err)
 	}
 	return err
@@ -324,24 +329,6 @@ type unsentError struct{ error }
 
 func (e unsentError) Unwrap() []error { return []error{e.error, store.ErrUnsent} }
 
-// unsent reports whether err, go-redis's error for a command, says that
-// the command was not sent: no connection could be made (a dial error:
-// connection refused, no route, a dial timeout), none was free in time (a
-// pool timeout), or the client was closed.
-//
-// go-redis reports the error of a command's last attempt, and retries
-// (MaxRetries) a command whose connection broke after it was written. So
-// a command written on a connection that then broke, and whose every
-// retry failed to connect, is reported unsent although its first attempt
-// may have been applied: by a server that ran it and went down before it
-// replied, and still had it when it came back. What that attempt took then
-// expires with its lease; MaxRetries -1 rules it out.
-func unsent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial" ||
-		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
-}
-
 // List returns the names of the locks that exist now and match the glob
 // pattern (SCAN, never KEYS; every master of a cluster).
 func (b *Backend) List(ctx context.Context, pattern string) ([]string, error) {
@@ -349,29 +336,13 @@ func (b *Backend) List(ctx context.Context, pattern string) ([]string, error) {
 	prefix = prefix[:len(prefix)-2] // without "{}"
 	match := escapeGlob(prefix) + "{" + pattern + "}"
 	seen := map[string]bool{}
-	var mu sync.Mutex
-	scan := func(ctx context.Context, c redis.UniversalClient) error {
-		iter := c.Scan(ctx, 0, match, 1000).Iterator()
-		for iter.Next(ctx) {
-			key := iter.Val()
-			name := key[len(prefix)+1 : len(key)-1]
-			if strings.ContainsAny(name, "{}") {
-				continue // not ours: lock names have no braces
-			}
-			mu.Lock()
+	err := b.conn.Scan(ctx, match, func(key string) {
+		if name := key[len(prefix)+1 : len(key)-1]; !strings.ContainsAny(name, "{}") { // else not ours: lock names have no braces
 			seen[name] = true
-			mu.Unlock()
 		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
-	} else {
-		err = scan(ctx, b.rdb)
-	}
+	})
 	if err != nil {
-		return nil, backendErr(ctx, err)
+		return nil, b.backendErr(ctx, err)
 	}
 	names := make([]string, 0, len(seen))
 	for n := range seen {

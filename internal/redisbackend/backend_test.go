@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock/redistest"
 	"github.com/distlock/distlock/store"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -20,7 +21,7 @@ func newBackend(t *testing.T) *Backend { return newBackendRetention(t, time.Minu
 // fence retention retention.
 func newBackendRetention(t *testing.T, retention time.Duration) *Backend {
 	srv := redistest.Start(t)
-	b := New(srv.Client(t), Config{Keys: Keys{Prefix: "t:"}, FenceRetention: retention, Host: "h", PID: 7})
+	b := New(GoRedis(srv.Client(t)), Config{Keys: Keys{Prefix: "t:"}, FenceRetention: retention, Host: "h", PID: 7})
 	t.Cleanup(func() { b.Close() })
 	return b
 }
@@ -75,7 +76,7 @@ func TestTokensExact(t *testing.T) {
 	ctx := t.Context()
 	const big = 8_000_000_000_000_001 // odd, below 2^53, far ahead of the clock
 	fence := b.cfg.Keys.Fence("tok")
-	if err := b.rdb.Set(ctx, fence, big, time.Minute).Err(); err != nil {
+	if err := rdbOf(b).Set(ctx, fence, big, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r := store.Request{Name: "tok", Owner: "o", Hold: 1, Lease: time.Minute}
@@ -94,10 +95,10 @@ func TestTokensExact(t *testing.T) {
 	before := uint64(time.Now().UnixMicro())
 	for _, behind := range []bool{true, false} {
 		if behind { // a counter far behind the clock
-			if err := b.rdb.Set(ctx, fence, 1000, time.Minute).Err(); err != nil {
+			if err := rdbOf(b).Set(ctx, fence, 1000, time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
-		} else if err := b.rdb.Del(ctx, fence).Err(); err != nil { // the counter expired, or was lost
+		} else if err := rdbOf(b).Del(ctx, fence).Err(); err != nil { // the counter expired, or was lost
 			t.Fatal(err)
 		}
 		g, err := b.Acquire(ctx, r)
@@ -108,7 +109,7 @@ func TestTokensExact(t *testing.T) {
 		if res, err := b.Release(ctx, r); err != nil || res != store.Freed {
 			t.Fatalf("release = %v, %v", res, err)
 		}
-		if ttl := b.rdb.PTTL(ctx, fence).Val(); ttl <= 0 || ttl > time.Minute {
+		if ttl := rdbOf(b).PTTL(ctx, fence).Val(); ttl <= 0 || ttl > time.Minute {
 			t.Fatalf("fence counter TTL %v, want (0, 1m]", ttl)
 		}
 	}
@@ -151,7 +152,7 @@ func TestRenewBatch(t *testing.T) {
 			t.Fatalf("lock %d (held %v): %v", i, held, err)
 		}
 	}
-	if n := b.rdb.DBSize(ctx).Val(); n != 2*400 { // lock + fence per held lock
+	if n := rdbOf(b).DBSize(ctx).Val(); n != 2*400 { // lock + fence per held lock
 		t.Fatalf("%d keys after renewal, want 800: a lock was revived", n)
 	}
 }
@@ -197,7 +198,7 @@ func TestRenewRefusesOlderSequence(t *testing.T) {
 	if err := renew(t, b, []store.Request{old})[0]; !errors.Is(err, store.ErrSuperseded) {
 		t.Fatalf("an older renewal: %v, want ErrSuperseded", err)
 	}
-	if ttl := b.rdb.PTTL(ctx, b.cfg.Keys.Lock("seq")).Val(); ttl < time.Minute {
+	if ttl := rdbOf(b).PTTL(ctx, b.cfg.Keys.Lock("seq")).Val(); ttl < time.Minute {
 		t.Fatalf("the older renewal shortened the lease to %v", ttl)
 	}
 	if err := renew(t, b, []store.Request{long})[0]; err != nil {
@@ -227,8 +228,8 @@ func TestAbandon(t *testing.T) {
 	if g, err := b.Acquire(ctx, r2); err != nil || g.Acquired {
 		t.Fatalf("the abandoned holder acquired again: %+v %v", g, err)
 	}
-	for _, k := range b.rdb.Keys(ctx, "*abandoned*").Val() {
-		if ttl := b.rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > time.Minute {
+	for _, k := range rdbOf(b).Keys(ctx, "*abandoned*").Val() {
+		if ttl := rdbOf(b).PTTL(ctx, k).Val(); ttl <= 0 || ttl > time.Minute {
 			t.Fatalf("abandonment mark %s has TTL %v", k, ttl)
 		}
 	}
@@ -252,7 +253,7 @@ func TestWatch(t *testing.T) {
 	r := store.Request{Name: "w", Owner: "o", Hold: 1, Lease: time.Minute}
 	b.Acquire(ctx, r)
 	b.Release(ctx, r)
-	other := New(b.rdb, b.cfg)
+	other := New(b.conn, b.cfg)
 	defer other.Close()
 	other.Acquire(ctx, r)
 	other.Release(ctx, r)
@@ -264,7 +265,7 @@ func TestWatch(t *testing.T) {
 	}
 	stop()
 	stop() // idempotent
-	if err := b.rdb.Ping(ctx).Err(); err != nil {
+	if err := rdbOf(b).Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -316,3 +317,6 @@ func TestVersion(t *testing.T) {
 		t.Errorf("serverVersion = %q", v)
 	}
 }
+
+// rdbOf returns the go-redis client under b.
+func rdbOf(b *Backend) redis.UniversalClient { return b.conn.(*goRedis).rdb }

@@ -17,7 +17,7 @@ func fairPair(t *testing.T) (*Backend, *Backend) {
 	srv := redistest.Start(t)
 	var bs [2]*Backend
 	for i := range bs {
-		bs[i] = New(srv.Client(t), Config{Keys: Keys{Prefix: "t:"}, FenceRetention: time.Minute, Host: "h", PID: 7 + i})
+		bs[i] = New(GoRedis(srv.Client(t)), Config{Keys: Keys{Prefix: "t:"}, FenceRetention: time.Minute, Host: "h", PID: 7 + i})
 		t.Cleanup(func() { bs[i].Close() })
 	}
 	return bs[0], bs[1]
@@ -121,7 +121,7 @@ func TestFairGrantsInArrivalOrder(t *testing.T) {
 		if got := holder(t, b1, "f"); got != w.owner {
 			t.Fatalf("holder after the grant to %s: %q", w.owner, got)
 		}
-		if ttl := b1.rdb.PTTL(ctx, b1.cfg.Keys.Lock("f")).Val(); ttl <= 0 || ttl > 5*time.Second {
+		if ttl := rdbOf(b1).PTTL(ctx, b1.cfg.Keys.Lock("f")).Val(); ttl <= 0 || ttl > 5*time.Second {
 			t.Fatalf("granted lease %v, want at most the queue timeout", ttl)
 		}
 		prev, last = w.owner, n.Token
@@ -131,7 +131,7 @@ func TestFairGrantsInArrivalOrder(t *testing.T) {
 	}
 	noNotice(t, g1)
 	noNotice(t, g2)
-	keys := b1.rdb.Keys(ctx, "t:{f}*").Val()
+	keys := rdbOf(b1).Keys(ctx, "t:{f}*").Val()
 	if len(keys) != 1 || keys[0] != b1.cfg.Keys.Fence("f") {
 		t.Fatalf("keys left: %v, want only the fencing counter", keys)
 	}
@@ -158,7 +158,7 @@ func TestKindsDoNotMix(t *testing.T) {
 		t.Fatalf("plain acquire of a fair-held lock = %v, want ErrWrongKind", err)
 	}
 	// The holder's lease ran out; the waiter is still queued.
-	b.rdb.Del(ctx, b.cfg.Keys.Lock("f"))
+	rdbOf(b).Del(ctx, b.cfg.Keys.Lock("f"))
 	if _, err := b.Acquire(ctx, other); !errors.Is(err, store.ErrWrongKind) {
 		t.Fatalf("plain acquire of a fair lock with a queue = %v, want ErrWrongKind", err)
 	}
@@ -189,7 +189,7 @@ func TestFairEnqueueIdempotentAndTryLock(t *testing.T) {
 	// The lock is free but others wait: TryLock still fails, and the first
 	// waiter gets the lock there and then.
 	grant := grants(t, b, "f")
-	b.rdb.Del(ctx, b.cfg.Keys.Lock("f"))
+	rdbOf(b).Del(ctx, b.cfg.Keys.Lock("f"))
 	if g := mustAcquire(t, b, try); g.Acquired || g.Queued {
 		t.Fatalf("TryLock of a free lock with waiters = %+v", g)
 	}
@@ -224,7 +224,7 @@ func TestFairRefresh(t *testing.T) {
 	mustAcquire(t, b, place("f", "a"))
 	mustAcquire(t, b, place("f", "b"))
 	mustAcquire(t, b, place("f", "c"))
-	deadline := func(owner string) float64 { return b.rdb.ZScore(ctx, k.QueueDeadlines("f"), owner).Val() }
+	deadline := func(owner string) float64 { return rdbOf(b).ZScore(ctx, k.QueueDeadlines("f"), owner).Val() }
 	before := deadline("b")
 
 	refresh := func(owner string, seq uint64) (store.Grant, error) {
@@ -257,19 +257,19 @@ func TestFairRefresh(t *testing.T) {
 		t.Fatalf("refresh of the second waiter = %+v, %v", g, err)
 	}
 	for _, key := range []string{k.Queue("f"), k.QueueDeadlines("f"), k.QueueInfo("f")} {
-		if ttl := b.rdb.PTTL(ctx, key).Val(); ttl < 4*time.Second || ttl > 5*time.Second {
+		if ttl := rdbOf(b).PTTL(ctx, key).Val(); ttl < 4*time.Second || ttl > 5*time.Second {
 			t.Fatalf("%s TTL %v, want the latest place's deadline", key, ttl)
 		}
 	}
 
 	// b's place expires (its waiter paused past the queue timeout).
-	b.rdb.ZAdd(ctx, k.QueueDeadlines("f"), redisZ(time.Now().Add(-time.Second), "b"))
+	rdbOf(b).ZAdd(ctx, k.QueueDeadlines("f"), redisZ(time.Now().Add(-time.Second), "b"))
 	if _, err := refresh("b", 4); !errors.Is(err, store.ErrNotHeld) {
 		t.Fatalf("refresh of an expired place = %v, want ErrNotHeld", err)
 	}
 	// a's lease runs out without a release: c, now first, takes the lock
 	// at its refresh, with the refresh's number as gseq.
-	b.rdb.Del(ctx, k.Lock("f"))
+	rdbOf(b).Del(ctx, k.Lock("f"))
 	g, err := refresh("c", 3)
 	if err != nil || !g.Acquired || g.Seq != 3 || g.Lease != 5*time.Second {
 		t.Fatalf("refresh of the first waiter of a free lock = %+v, %v", g, err)
@@ -277,7 +277,7 @@ func TestFairRefresh(t *testing.T) {
 	if g2, err := refresh("c", 4); err != nil || !g2.Acquired || g2.Token != g.Token || g2.Seq != 3 {
 		t.Fatalf("refresh after the grant = %+v, %v; want the same grant", g2, err)
 	}
-	if n := b.rdb.Exists(ctx, k.Queue("f"), k.QueueDeadlines("f"), k.QueueInfo("f")).Val(); n != 0 {
+	if n := rdbOf(b).Exists(ctx, k.Queue("f"), k.QueueDeadlines("f"), k.QueueInfo("f")).Val(); n != 0 {
 		t.Fatalf("%d queue keys left with no waiter", n)
 	}
 	// The grantee renews its lease to the full length, continuing the
@@ -287,7 +287,7 @@ func TestFairRefresh(t *testing.T) {
 	if errs := renew(t, b, []store.Request{r}); errs[0] != nil {
 		t.Fatalf("renewal after the grant: %v", errs[0])
 	}
-	if ttl := b.rdb.PTTL(ctx, k.Lock("f")).Val(); ttl <= 5*time.Second {
+	if ttl := rdbOf(b).PTTL(ctx, k.Lock("f")).Val(); ttl <= 5*time.Second {
 		t.Fatalf("lease after the renewal %v, want the full minute", ttl)
 	}
 }
@@ -301,7 +301,7 @@ func TestFairSkipsDeadWaiters(t *testing.T) {
 	for _, o := range []string{"a", "b", "c", "d"} {
 		mustAcquire(t, b, place("f", o))
 	}
-	b.rdb.ZAdd(ctx, b.cfg.Keys.QueueDeadlines("f"), redisZ(time.Now().Add(-time.Second), "b"))
+	rdbOf(b).ZAdd(ctx, b.cfg.Keys.QueueDeadlines("f"), redisZ(time.Now().Add(-time.Second), "b"))
 	if res, err := b.Release(ctx, place("f", "a")); err != nil || res != store.Freed {
 		t.Fatal(res, err)
 	}
@@ -365,7 +365,7 @@ func TestFairPurgeMany(t *testing.T) {
 	k := b.cfg.Keys
 	mustAcquire(t, b, place("f", "holder"))
 	const n = 5000
-	pipe := b.rdb.Pipeline()
+	pipe := rdbOf(b).Pipeline()
 	past := time.Now().Add(-time.Second)
 	for i := 0; i < n; i++ {
 		o := "w" + strconv.Itoa(i)
@@ -379,7 +379,7 @@ func TestFairPurgeMany(t *testing.T) {
 	if g := mustAcquire(t, b, place("f", "late")); !g.Queued || g.TTL <= 0 {
 		t.Fatalf("enqueue behind %d expired places = %+v, want first in line", n, g)
 	}
-	if c := b.rdb.HLen(ctx, k.QueueInfo("f")).Val(); c != 1 {
+	if c := rdbOf(b).HLen(ctx, k.QueueInfo("f")).Val(); c != 1 {
 		t.Fatalf("%d places left after the purge, want 1", c)
 	}
 }
@@ -400,7 +400,7 @@ func TestFairGrantExpiresWithPlace(t *testing.T) {
 	mustAcquire(t, b, place("f", "a"))
 	mustAcquire(t, b, place("f", "b"))
 	// b's place was last refreshed long ago: 800 ms of it are left.
-	b.rdb.ZAdd(ctx, b.cfg.Keys.QueueDeadlines("f"), redisZ(time.Now().Add(800*time.Millisecond), "b"))
+	rdbOf(b).ZAdd(ctx, b.cfg.Keys.QueueDeadlines("f"), redisZ(time.Now().Add(800*time.Millisecond), "b"))
 	if res, err := b.Release(ctx, place("f", "a")); err != nil || res != store.Freed {
 		t.Fatal(res, err)
 	}
@@ -408,7 +408,7 @@ func TestFairGrantExpiresWithPlace(t *testing.T) {
 	if n.Grantee != store.GranteeID("b") || n.Lease != 5*time.Second || n.Seq != 1 {
 		t.Fatalf("grant %+v", n)
 	}
-	if ttl := b.rdb.PTTL(ctx, b.cfg.Keys.Lock("f")).Val(); ttl <= 0 || ttl > 800*time.Millisecond {
+	if ttl := rdbOf(b).PTTL(ctx, b.cfg.Keys.Lock("f")).Val(); ttl <= 0 || ttl > 800*time.Millisecond {
 		t.Fatalf("granted lock's TTL %v, want what was left of the place (800ms at most)", ttl)
 	}
 }

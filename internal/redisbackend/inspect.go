@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/store"
-	"github.com/redis/go-redis/v9"
 )
 
 // The kinds of lock inspect.lua reports, by the names the scripts keep
@@ -23,9 +22,9 @@ var scriptKinds = map[string]store.Kind{
 // Inspect reads the state of the named lock.
 func (b *Backend) Inspect(ctx context.Context, name string) (store.State, error) {
 	k := b.cfg.Keys
-	res, err := process(ctx, b.rdb, inspectScript, inspectCall{Keys: k.script(name, "")}.args()).Slice()
+	res, err := slice(b.conn.Eval(ctx, inspectScript, inspectCall{Keys: k.script(name, "")}.args()))
 	if err != nil {
-		return store.State{}, backendErr(ctx, err)
+		return store.State{}, b.backendErr(ctx, err)
 	}
 	st, err := parseState(res)
 	if err != nil {
@@ -72,22 +71,11 @@ func parseState(res []any) (store.State, error) {
 }
 
 func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
-	var m map[string]int64
-	var err error
-	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-		// Sharded subscriptions are counted by the node of the slot.
-		node, nerr := cc.MasterForKey(ctx, channel)
-		if nerr != nil {
-			return 0, backendErr(ctx, nerr)
-		}
-		m, err = node.PubSubShardNumSub(ctx, channel).Result()
-	} else {
-		m, err = b.rdb.PubSubNumSub(ctx, channel).Result()
-	}
+	n, err := b.conn.Subscribers(ctx, channel)
 	if err != nil {
-		return 0, backendErr(ctx, err)
+		return 0, b.backendErr(ctx, err)
 	}
-	return int(m[channel]), nil
+	return int(n), nil
 }
 
 // ForceUnlock deletes the named lock whoever holds it (every holder of a
@@ -97,10 +85,10 @@ func (b *Backend) watchers(ctx context.Context, channel string) (int, error) {
 // lock to delete.
 func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	k := b.cfg.Keys
-	n, err := process(ctx, b.rdb, forceUnlockScript, forceUnlockCall{Keys: k.script(name, ""), Channel: k.Channel(name),
-		Mode: b.modeArg, Retention: b.retentionArg, Holders: k.holderChannels(), Name: name}.args()).Int64()
+	n, err := integer(b.conn.Eval(ctx, forceUnlockScript, forceUnlockCall{Keys: k.script(name, ""), Channel: k.Channel(name),
+		Mode: b.modeArg, Retention: b.retentionArg, Holders: k.holderChannels(), Name: name}.args()))
 	if err != nil {
-		return false, backendErr(ctx, err)
+		return false, b.backendErr(ctx, err)
 	}
 	return n == 1, nil
 }
@@ -112,10 +100,10 @@ func (b *Backend) ForceUnlock(ctx context.Context, name string) (bool, error) {
 // at most, or 0 if the lock was not held.
 func (b *Backend) Revoke(ctx context.Context, name string) (time.Duration, error) {
 	k := b.cfg.Keys
-	ms, err := process(ctx, b.rdb, revokeScript, revokeCall{Keys: k.script(name, ""), Holders: k.holderChannels(),
-		Name: name}.args()).Int64()
+	ms, err := integer(b.conn.Eval(ctx, revokeScript, revokeCall{Keys: k.script(name, ""), Holders: k.holderChannels(),
+		Name: name}.args()))
 	if err != nil {
-		return 0, backendErr(ctx, err)
+		return 0, b.backendErr(ctx, err)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

@@ -24,7 +24,7 @@ var oddNames = []string{
 // the prefix, and was parsed on spaces).
 func TestQueuedKindsUnderOddNames(t *testing.T) {
 	srv := redistest.Start(t)
-	b := New(srv.Client(t), Config{Keys: Keys{Prefix: " a prefix: with  spaces "}, FenceRetention: time.Minute,
+	b := New(GoRedis(srv.Client(t)), Config{Keys: Keys{Prefix: " a prefix: with  spaces "}, FenceRetention: time.Minute,
 		Host: "a host with spaces", PID: 7})
 	t.Cleanup(func() { b.Close() })
 	kinds := []struct {
@@ -83,13 +83,13 @@ func TestPlaceRecords(t *testing.T) {
 	mustAcquire(t, b, place("a b", "h"))
 	mustAcquire(t, b, place("a b", "bad"))
 	mustAcquire(t, b, place("a b", "old"))
-	b.rdb.HSet(ctx, k.QueueInfo("a b"), "bad", "f 1 1 60000 5000 elsewhere 7 h")
-	b.rdb.HSet(ctx, k.QueueInfo("a b"), "old", "f 1 1 60000 5000 "+k.Grants("a b", b.id)+" 7 h")
+	rdbOf(b).HSet(ctx, k.QueueInfo("a b"), "bad", "f 1 1 60000 5000 elsewhere 7 h")
+	rdbOf(b).HSet(ctx, k.QueueInfo("a b"), "old", "f 1 1 60000 5000 "+k.Grants("a b", b.id)+" 7 h")
 	release(t, b, place("a b", "h"), store.Freed)
 	if n := nextNotice(t, g); n.Grantee != store.GranteeID("old") {
 		t.Fatalf("grant %+v, want old's", n)
 	}
-	if b.rdb.HExists(ctx, k.QueueInfo("a b"), "bad").Val() {
+	if rdbOf(b).HExists(ctx, k.QueueInfo("a b"), "bad").Val() {
 		t.Fatal("the unreadable place is still there")
 	}
 }
@@ -114,7 +114,7 @@ func TestBatchItemFailsAlone(t *testing.T) {
 		r.Seq, r.Lease, r.Queue = 2, 2*time.Minute, 0
 		return r
 	}
-	spoil := func(key string) { b.rdb.Del(ctx, key); b.rdb.SAdd(ctx, key, "x") }
+	spoil := func(key string) { rdbOf(b).Del(ctx, key); rdbOf(b).SAdd(ctx, key, "x") }
 	for _, c := range []struct {
 		script   string
 		take     func(name string)
@@ -126,12 +126,12 @@ func TestBatchItemFailsAlone(t *testing.T) {
 			func(name string) { mustAcquire(t, b, plain(name)) },
 			func(name string) store.Request { return longer(plain(name)) },
 			func(name string) { spoil(k.Lock(name)) },
-			func(name string) time.Duration { return b.rdb.PTTL(ctx, k.Lock(name)).Val() }},
+			func(name string) time.Duration { return rdbOf(b).PTTL(ctx, k.Lock(name)).Val() }},
 		{"shared_renew.lua",
 			func(name string) { mustAcquire(t, b, permit(name)) },
 			func(name string) store.Request { return longer(permit(name)) },
 			func(name string) { spoil(k.Holders(name)) },
-			func(name string) time.Duration { return b.rdb.PTTL(ctx, k.Holders(name)).Val() }},
+			func(name string) time.Duration { return rdbOf(b).PTTL(ctx, k.Holders(name)).Val() }},
 		{"refresh.lua",
 			func(name string) {
 				mustAcquire(t, b, place(name, "holder"))
@@ -143,7 +143,7 @@ func TestBatchItemFailsAlone(t *testing.T) {
 				return r
 			},
 			func(name string) { spoil(k.QueueDeadlines(name)) },
-			func(name string) time.Duration { return b.rdb.PTTL(ctx, k.QueueDeadlines(name)).Val() }},
+			func(name string) time.Duration { return rdbOf(b).PTTL(ctx, k.QueueDeadlines(name)).Val() }},
 	} {
 		names := []string{c.script + " 1", c.script + " spoilt", c.script + " 2"}
 		var reqs []store.Request

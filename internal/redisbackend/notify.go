@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/store"
-	"github.com/redis/go-redis/v9"
 )
 
 // notifier multiplexes the release channels of every watched lock over
@@ -17,7 +16,7 @@ import (
 // per slot with watchers for a Cluster client (sharded pub/sub lives on the
 // slot's node).
 type notifier struct {
-	rdb     redis.UniversalClient
+	conn    Conn
 	sharded bool
 	self    string // messages carrying this are our own releases: ignored
 
@@ -30,14 +29,14 @@ type notifier struct {
 }
 
 type group struct {
-	ps        *redis.PubSub       // replaced by follow; guarded by subMu and mu
+	ps        PubSub              // replaced by follow; guarded by subMu and mu
 	watches   map[string][]*watch // by channel, in the order they began
 	following bool                // follow is subscribing the group again
 }
 
 // A watch delivers a channel's messages: deliver gets each payload, and
-// an empty payload with lost set when messages may have been lost (go-redis
-// reconnected and subscribed again). A channel may have several watches:
+// an empty payload with lost set when messages may have been lost (the
+// PubSub reconnected and subscribed again). A channel may have several watches:
 // each gets every message, and has its own confirmation and stop.
 type watch struct {
 	deliver   func(payload string, lost bool)
@@ -53,8 +52,8 @@ func (w *watch) confirm() {
 	}
 }
 
-func newNotifier(rdb redis.UniversalClient, sharded bool, self string) *notifier {
-	return &notifier{rdb: rdb, sharded: sharded, self: self, groups: map[int]*group{}}
+func newNotifier(conn Conn, sharded bool, self string) *notifier {
+	return &notifier{conn: conn, sharded: sharded, self: self, groups: map[int]*group{}}
 }
 
 func (n *notifier) groupKey(channel string) int {
@@ -82,12 +81,12 @@ func (n *notifier) watch(ctx context.Context, channel string, deliver func(paylo
 	g := n.groups[key]
 	fresh := g == nil
 	if fresh {
-		g = &group{ps: n.newPubSub(), watches: map[string][]*watch{}}
+		g = &group{ps: n.conn.Subscribe(n.sharded), watches: map[string][]*watch{}}
 		n.groups[key] = g
 	}
 	g.watches[channel] = append(g.watches[channel], w)
 	n.mu.Unlock()
-	err := n.subscribe(ctx, g.ps, channel)
+	err := g.ps.Subscribe(ctx, channel)
 	if fresh {
 		if err == nil {
 			err = n.confirm(ctx, g.ps, w)
@@ -110,7 +109,7 @@ func (n *notifier) watch(ctx context.Context, channel string, deliver func(paylo
 	stop := func() { once.Do(func() { n.unwatch(key, channel, w) }) }
 	if err != nil {
 		stop()
-		return nil, backendErr(ctx, err)
+		return nil, connErr(n.conn, ctx, err)
 	}
 	select {
 	case <-w.confirmed:
@@ -126,17 +125,17 @@ func (n *notifier) watch(ctx context.Context, channel string, deliver func(paylo
 // SUBSCRIBE or without the channel pattern): the shared reader could only
 // drop it. Later subscriptions on the connection are to channels of the
 // same prefix, so they are refused, if at all, at the first.
-func (n *notifier) confirm(ctx context.Context, ps *redis.PubSub, w *watch) error {
+func (n *notifier) confirm(ctx context.Context, ps PubSub, w *watch) error {
 	timeout := time.Duration(0)
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
 	for {
-		m, err := ps.ReceiveTimeout(ctx, timeout)
+		e, err := ps.Receive(ctx, timeout)
 		if err != nil {
 			return err
 		}
-		if _, ok := m.(*redis.Subscription); ok {
+		if e.Kind == Subscribed {
 			n.mu.Lock()
 			w.confirm()
 			n.mu.Unlock()
@@ -172,67 +171,46 @@ func (n *notifier) unwatch(key int, channel string, w *watch) {
 		_ = g.ps.Close()
 		return
 	}
-	ctx := context.Background()
-	if n.sharded {
-		_ = g.ps.SUnsubscribe(ctx, channel)
-	} else {
-		_ = g.ps.Unsubscribe(ctx, channel)
-	}
-}
-
-func (n *notifier) newPubSub() *redis.PubSub {
-	ctx := context.Background()
-	if cc, ok := n.rdb.(*redis.ClusterClient); ok {
-		return cc.SSubscribe(ctx)
-	}
-	return n.rdb.Subscribe(ctx)
-}
-
-func (n *notifier) subscribe(ctx context.Context, ps *redis.PubSub, channel string) error {
-	if n.sharded {
-		return ps.SSubscribe(ctx, channel)
-	}
-	return ps.Subscribe(ctx, channel)
+	_ = g.ps.Unsubscribe(context.Background(), channel)
 }
 
 // read dispatches the messages of g's connection ps until it is closed,
 // each to every watch of its channel. A subscribe confirmation confirms
 // every watch of its channel still waiting for one (the channel is
 // subscribed), and tells the watches confirmed before it that messages
-// may have been lost: it may be go-redis's subscription again after a
+// may have been lost: it may be the PubSub's subscription again after a
 // reconnection, which cannot be told from the reply to a new watch's
 // SUBSCRIBE, and a needless look costs little. A sharded subscription
 // that Redis ended while it is watched means that the slot moved to
 // another master: follow subscribes the group there.
-func (n *notifier) read(g *group, ps *redis.PubSub) {
+func (n *notifier) read(g *group, ps PubSub) {
 	defer n.wg.Done()
-	for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
+	ps.Run(func(e Event) {
 		var channel, payload string
 		var isConfirm bool
-		switch m := m.(type) {
-		case *redis.Message:
-			if m.Payload == n.self {
-				continue
+		switch e.Kind {
+		case Message:
+			if e.Payload == n.self {
+				return
 			}
-			channel, payload = m.Channel, m.Payload
-		case *redis.Subscription:
-			if m.Kind == "sunsubscribe" {
-				n.mu.Lock()
-				moved := g.ps == ps && len(g.watches[m.Channel]) > 0 && !g.following && !n.closed
-				if moved {
-					g.following = true
-					n.wg.Add(1)
-					go n.follow(g)
-				}
-				n.mu.Unlock()
-				continue
+			channel, payload = e.Channel, e.Payload
+		case Unsubscribed:
+			if !n.sharded {
+				return
 			}
-			if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
-				continue
+			n.mu.Lock()
+			moved := g.ps == ps && len(g.watches[e.Channel]) > 0 && !g.following && !n.closed
+			if moved {
+				g.following = true
+				n.wg.Add(1)
+				go n.follow(g)
 			}
-			channel, isConfirm = m.Channel, true
+			n.mu.Unlock()
+			return
+		case Subscribed:
+			channel, isConfirm = e.Channel, true
 		default:
-			continue
+			return
 		}
 		n.mu.Lock()
 		var few [2]*watch // most channels have one watch: no allocation
@@ -248,7 +226,7 @@ func (n *notifier) read(g *group, ps *redis.PubSub) {
 		for _, w := range to {
 			w.deliver(payload, isConfirm)
 		}
-	}
+	})
 }
 
 // follow subscribes the channels of the sharded group g again, on a new
@@ -276,14 +254,12 @@ func (n *notifier) follow(g *group) {
 			return
 		}
 		n.mu.Unlock()
-		if cc, ok := n.rdb.(*redis.ClusterClient); ok {
-			cc.ReloadState(ctx)
-		}
-		ps := n.newPubSub()
+		n.conn.Reload(ctx)
+		ps := n.conn.Subscribe(true)
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := ps.SSubscribe(sctx, channels...)
+		err := ps.Subscribe(sctx, channels...)
 		if err == nil {
-			_, err = ps.ReceiveTimeout(sctx, time.Second) // a confirmation, or the refusal (MOVED)
+			_, err = ps.Receive(sctx, time.Second) // a confirmation, or the refusal (MOVED)
 		}
 		cancel()
 		if err == nil {

@@ -37,7 +37,7 @@ func TestWatchSameChannelTwice(t *testing.T) {
 	}
 	got1, stop1 := watch()
 	got2, stop2 := watch()
-	b.rdb.Publish(ctx, channel, "one")
+	rdbOf(b).Publish(ctx, channel, "one")
 	receive("the first watch", got1, "one")
 	receive("the second watch", got2, "one")
 
@@ -45,7 +45,7 @@ func TestWatchSameChannelTwice(t *testing.T) {
 	if n, _ := b.watchers(ctx, channel); n != 1 {
 		t.Fatalf("%d subscribers once one of two watches stopped, want 1", n)
 	}
-	b.rdb.Publish(ctx, channel, "two")
+	rdbOf(b).Publish(ctx, channel, "two")
 	receive("the first watch", got1, "two")
 	select {
 	case p := <-got2:

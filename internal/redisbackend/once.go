@@ -34,10 +34,10 @@ func decodeRecord(s string) (store.Record, bool) {
 // clock is in (period 0: a job per key, and the period returned is 0). ok
 // is false when there is no record (or an unreadable one).
 func (b *Backend) CheckOnce(ctx context.Context, name string, period time.Duration) (now uint64, rec store.Record, ok bool, err error) {
-	res, err := process(ctx, b.rdb, onceCheckScript,
-		onceCheckCall{Done: b.cfg.Keys.Done(name), Period: period.Milliseconds()}.args()).Slice()
+	res, err := slice(b.conn.Eval(ctx, onceCheckScript,
+		onceCheckCall{Done: b.cfg.Keys.Done(name), Period: period.Milliseconds()}.args()))
 	if err != nil {
-		return 0, store.Record{}, false, backendErr(ctx, err)
+		return 0, store.Record{}, false, b.backendErr(ctx, err)
 	}
 	if len(res) != 2 {
 		return 0, store.Record{}, false, fmt.Errorf("%w: once: unexpected reply %v", store.ErrBackend, res)
@@ -57,11 +57,11 @@ func (b *Backend) CheckOnce(ctx context.Context, name string, period time.Durati
 // wrapping ErrNotReplicated: the master has it, a failover may lose it.
 func (b *Backend) RecordOnce(ctx context.Context, name string, rec store.Record, keep time.Duration) (bool, error) {
 	rec.Host, rec.PID = b.cfg.Host, b.cfg.PID
-	cmd, ackErr := b.runAcked(ctx, onceDoneScript, onceDoneCall{L: b.cfg.Keys.Lock(name), Done: b.cfg.Keys.Done(name),
+	reply, ackErr, err := b.runAcked(ctx, onceDoneScript, onceDoneCall{L: b.cfg.Keys.Lock(name), Done: b.cfg.Keys.Done(name),
 		Token: strconv.FormatUint(rec.Token, 10), Record: encodeRecord(rec), Keep: max(keep.Milliseconds(), 1)}.args())
-	n, err := cmd.Int64()
+	n, err := integer(reply, err)
 	if err != nil {
-		return false, backendErr(ctx, err)
+		return false, b.backendErr(ctx, err)
 	}
 	if n == 1 && ackErr != nil {
 		return true, fmt.Errorf("record: %w", ackErr)
@@ -72,9 +72,9 @@ func (b *Backend) RecordOnce(ctx context.Context, name string, rec store.Record,
 // ForgetOnce deletes the record of the job name, and reports whether it
 // had one.
 func (b *Backend) ForgetOnce(ctx context.Context, name string) (bool, error) {
-	n, err := b.rdb.Del(ctx, b.cfg.Keys.Done(name)).Result()
+	n, err := b.conn.Del(ctx, b.cfg.Keys.Done(name))
 	if err != nil {
-		return false, backendErr(ctx, err)
+		return false, b.backendErr(ctx, err)
 	}
 	return n == 1, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // pipeliner sends script calls from many goroutines in shared pipelines.
@@ -15,7 +13,7 @@ import (
 // pipeline: under load, one round trip and one pair of syscalls carry many
 // calls.
 type pipeliner struct {
-	rdb   redis.UniversalClient
+	conn  Conn
 	limit int
 
 	mu       sync.Mutex
@@ -24,39 +22,35 @@ type pipeliner struct {
 }
 
 type call struct {
-	ctx    context.Context
-	script *redis.Script
-	args   []any // see callArgs
-	cmd    *redis.Cmd
-	done   chan struct{}
+	ctx context.Context
+	Call
+	done chan struct{}
 }
 
-func newPipeliner(rdb redis.UniversalClient, limit int) *pipeliner {
-	return &pipeliner{rdb: rdb, limit: limit}
+func newPipeliner(conn Conn, limit int) *pipeliner {
+	return &pipeliner{conn: conn, limit: limit}
 }
 
 // run makes the call of script whose arguments are args (see callArgs),
 // within ctx. A queued call whose ctx ends before its pipeline is answered
 // returns ctx's error, and may still be sent: its outcome is unknown.
-func (p *pipeliner) run(ctx context.Context, script *redis.Script, args []any) *redis.Cmd {
+func (p *pipeliner) run(ctx context.Context, script *Script, args []any) (any, error) {
 	p.mu.Lock()
 	if p.inflight < p.limit {
 		p.inflight++
 		p.mu.Unlock()
-		cmd := process(ctx, p.rdb, script, args)
+		reply, err := p.conn.Eval(ctx, script, args)
 		p.finish()
-		return cmd
+		return reply, err
 	}
-	c := &call{ctx: ctx, script: script, args: args, done: make(chan struct{})}
+	c := &call{ctx: ctx, Call: Call{Script: script, Args: args}, done: make(chan struct{})}
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.cmd
+		return c.Reply, c.Err
 	case <-ctx.Done():
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(ctx.Err())
-		return cmd
+		return nil, ctx.Err()
 	}
 }
 
@@ -77,8 +71,7 @@ func (p *pipeliner) finish() {
 	}()
 }
 
-// send runs a batch as one pipeline; calls whose script the server does not
-// have (NOSCRIPT) are run again on their own, which loads it.
+// send runs a batch as one pipeline (see Conn.EvalPipeline).
 //
 // The pipeline is bounded by the latest deadline of its calls (a reply
 // after that is of use to none of them), or by the client's own timeouts
@@ -86,17 +79,12 @@ func (p *pipeliner) finish() {
 func (p *pipeliner) send(batch []*call) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
-	pipe := p.rdb.Pipeline()
-	for _, c := range batch {
-		c.cmd = evalSha(ctx, c.args)
-		_ = pipe.Process(ctx, c.cmd)
+	calls := make([]*Call, len(batch))
+	for i, c := range batch {
+		calls[i] = &c.Call
 	}
-	_, _ = pipe.Exec(ctx)
+	p.conn.EvalPipeline(ctx, calls)
 	for _, c := range batch {
-		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			c.cmd = eval(ctx, c.script, c.args)
-			_ = p.rdb.Process(ctx, c.cmd)
-		}
 		close(c.done)
 	}
 }

@@ -39,7 +39,7 @@ func TestConcurrentCallsArePipelined(t *testing.T) {
 	rdb := srv.Client(t)
 	var rt roundTrips
 	rdb.AddHook(&rt)
-	b := New(rdb, Config{Keys: Keys{Prefix: "t:"}, FenceRetention: time.Minute, Host: "h", PID: 1})
+	b := New(GoRedis(rdb), Config{Keys: Keys{Prefix: "t:"}, FenceRetention: time.Minute, Host: "h", PID: 1})
 	defer b.Close()
 	ctx := t.Context()
 	b.checkServer(ctx)

@@ -23,10 +23,10 @@ func (b *Backend) AcquireToken(ctx context.Context, r store.Request, token uint6
 	if err := b.checkServer(ctx); err != nil {
 		return store.Grant{}, 0, err
 	}
-	res, err := b.pipe.run(ctx, quorumAcquireScript,
-		quorumAcquireCall{plainTake: b.plainTake(r), Token: strconv.FormatUint(token, 10)}.args()).Slice()
+	res, err := slice(b.pipe.run(ctx, quorumAcquireScript,
+		quorumAcquireCall{plainTake: b.plainTake(r), Token: strconv.FormatUint(token, 10)}.args()))
 	if err != nil {
-		return store.Grant{}, 0, backendErr(ctx, err)
+		return store.Grant{}, 0, b.backendErr(ctx, err)
 	}
 	if code, ok := replyInt(res, 0); ok && code == -2 && len(res) == 2 {
 		c, err := replyToken(res, 1)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/store"
-	"github.com/redis/go-redis/v9"
 )
 
 // renewChunkSize is how many locks one renew script covers.
@@ -31,13 +30,12 @@ type renewChunk struct {
 	keys []string // the script call's keys and arguments
 	argv []any
 	// The script call as sent (made of keys and args), its reply and,
-	// under replica acknowledgement (Config.Replicas), whether the
-	// replicas acknowledged the pipeline that carried it.
-	ackedCall
+	// under replica acknowledgement (Config.Replicas), the WAIT's.
+	Call
 }
 
 // scriptOf is the script of a chunk of kind.
-func scriptOf(kind renewScriptKind) *redis.Script {
+func scriptOf(kind renewScriptKind) *Script {
 	switch kind {
 	case renewHolders:
 		return sharedRenewScript
@@ -73,7 +71,7 @@ func (b *Backend) Renew(ctx context.Context, rs []store.Request, report func(int
 		c := open[g]
 		if c == nil || len(c.idx) == renewChunkSize {
 			// A place's refresh is not acknowledged (see replicas.go).
-			c = &renewChunk{kind: g.kind, ackedCall: ackedCall{script: scriptOf(g.kind), wait: g.kind != refreshPlaces}}
+			c = &renewChunk{kind: g.kind, Call: Call{Script: scriptOf(g.kind), Wait: g.kind != refreshPlaces}}
 			open[g] = c
 			chunks = append(chunks, c)
 		}
@@ -110,9 +108,9 @@ func (b *Backend) Renew(ctx context.Context, rs []store.Request, report func(int
 
 // A nodeChunks is the chunks of the locks of one master.
 type nodeChunks struct {
-	// master is the master's client on a Cluster (nil if the slot map
-	// does not say); nil on a standalone or Sentinel client.
-	master *redis.Client
+	// known: the master is known (always, but on a Cluster whose slot
+	// map does not say).
+	known  bool
 	chunks []*renewChunk
 }
 
@@ -120,13 +118,12 @@ type nodeChunks struct {
 // clusterRenewTimeout (and the WAIT timeout, under replica
 // acknowledgement), and a failure to reach it has the client reload the
 // slot map: a master that died is replaced by its replica within seconds,
-// but go-redis keeps sending to the dead one (and dialling it again, for
-// seconds each time) until it reloads, so without this every renewal
-// until the lease's deadline would go to the dead master and the lock
-// would be lost even where the promoted replica has it.
+// but a client may keep sending to the dead one (go-redis does, and dials
+// it again, for seconds each time) until it reloads, so without this every
+// renewal until the lease's deadline would go to the dead master and the
+// lock would be lost even where the promoted replica has it.
 func (b *Backend) renewNode(ctx context.Context, g nodeChunks, report func(int, store.Grant, error)) {
-	cc, ok := b.rdb.(*redis.ClusterClient)
-	if !ok {
+	if !b.sharded {
 		b.renewChunks(ctx, g, report)
 		return
 	}
@@ -138,15 +135,14 @@ func (b *Backend) renewNode(ctx context.Context, g nodeChunks, report func(int, 
 	defer cancel()
 	unreachable := false
 	b.renewChunks(nctx, g, func(i int, gr store.Grant, err error) {
-		var rerr redis.Error
-		if err != nil && !errors.As(err, &rerr) && !errors.Is(err, store.ErrNotHeld) && !errors.Is(err, store.ErrSuperseded) &&
+		if err != nil && !b.conn.IsReply(err) && !errors.Is(err, store.ErrNotHeld) && !errors.Is(err, store.ErrSuperseded) &&
 			!errors.Is(err, store.ErrNotReplicated) {
 			unreachable = true
 		}
 		report(i, gr, err)
 	})
 	if unreachable {
-		cc.ReloadState(ctx)
+		b.conn.Reload(ctx)
 	}
 }
 
@@ -158,27 +154,28 @@ const clusterRenewTimeout = time.Second
 // with the others of unknown master; the cluster pipeline still routes it
 // (but under replica acknowledgement, see renewChunks).
 func (b *Backend) byNode(ctx context.Context, chunks []*renewChunk) []nodeChunks {
-	cc, ok := b.rdb.(*redis.ClusterClient)
-	if !ok {
-		return []nodeChunks{{chunks: chunks}}
+	if !b.sharded {
+		return []nodeChunks{{known: true, chunks: chunks}}
 	}
+	first := make([]string, len(chunks))
+	for i, c := range chunks {
+		first[i] = c.keys[0]
+	}
+	addrs, known := b.conn.Masters(ctx, first)
 	var groups []nodeChunks
 	at := map[string]int{}
-	for _, c := range chunks {
-		addr := ""
-		node, err := cc.MasterForKey(ctx, c.keys[0])
-		if err == nil {
-			addr = node.Options().Addr
-		} else {
-			node = nil
+	for i, c := range chunks {
+		addr := addrs[i]
+		if !known[i] {
+			addr = "?" // not an address
 		}
-		i, ok := at[addr]
+		j, ok := at[addr]
 		if !ok {
-			i = len(groups)
-			at[addr] = i
-			groups = append(groups, nodeChunks{master: node})
+			j = len(groups)
+			at[addr] = j
+			groups = append(groups, nodeChunks{known: known[i]})
 		}
-		groups[i].chunks = append(groups[i].chunks, c)
+		groups[j].chunks = append(groups[j].chunks, c)
 	}
 	return groups
 }
@@ -188,69 +185,42 @@ func (b *Backend) byNode(ctx context.Context, chunks []*renewChunk) []nodeChunks
 // (on a Cluster) and ends with WAIT (see replicas.go).
 func (b *Backend) renewChunks(ctx context.Context, g nodeChunks, report func(int, store.Grant, error)) {
 	chunks := g.chunks
-	if b.cfg.Replicas > 0 {
-		calls := make([]*ackedCall, len(chunks))
-		for i, c := range chunks {
-			c.ackedCall.args = scriptArgs(c.script, c.keys, c.argv...)
-			calls[i] = &c.ackedCall
-		}
-		switch {
-		case !b.sharded:
-			b.sendAcked(ctx, b.rdb, calls, 0)
-		case g.master != nil:
-			b.sendAcked(ctx, g.master, calls, 0)
-		default:
-			failCalls(ctx, calls, errNoMaster)
-		}
-	} else {
-		b.renewPipelined(ctx, chunks)
+	calls := make([]*Call, len(chunks))
+	for i, c := range chunks {
+		c.Args = scriptArgs(c.Script, c.keys, c.argv...)
+		calls[i] = &c.Call
+	}
+	switch {
+	case b.cfg.Replicas == 0:
+		b.conn.EvalPipeline(ctx, calls)
+	case g.known:
+		b.conn.EvalAcked(ctx, calls, b.cfg.Replicas, b.cfg.ReplicaTimeout)
+	default:
+		failCalls(calls, errNoMaster)
 	}
 	for _, c := range chunks {
-		vals, err := c.cmd.Slice()
+		vals, err := slice(c.Reply, c.Err)
 		if err == nil && len(vals) != len(c.idx) {
 			err = fmt.Errorf("renew: %d replies for %d requests", len(vals), len(c.idx))
+		}
+		var ackErr error
+		if err == nil && c.Wait && b.cfg.Replicas > 0 {
+			ackErr = b.acked(&c.Call) // if not nil, applied on the master only: not confirmed
 		}
 		for j, i := range c.idx {
 			switch {
 			case err != nil:
-				report(i, store.Grant{}, backendErr(ctx, err))
+				report(i, store.Grant{}, b.backendErr(ctx, err))
 			case c.kind == refreshPlaces:
 				g, err := refreshOutcome(vals[j])
 				report(i, g, err)
 			default:
 				err := renewOutcome(vals[j])
-				if err == nil && c.ackErr != nil {
-					err = c.ackErr // applied on the master only: not confirmed
+				if err == nil {
+					err = ackErr
 				}
 				report(i, store.Grant{}, err)
 			}
 		}
-	}
-}
-
-// renewPipelined sends chunks in one pipeline of the client (a Cluster
-// client's routes each to its slot's master, following redirections).
-func (b *Backend) renewPipelined(ctx context.Context, chunks []*renewChunk) {
-	run := func(eval func(redis.Pipeliner, *renewChunk) *redis.Cmd, which []*renewChunk) {
-		pipe := b.rdb.Pipeline()
-		for _, c := range which {
-			c.cmd = eval(pipe, c)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
-		return c.script.EvalSha(ctx, p, c.keys, c.argv...)
-	}, chunks)
-	// Scripts flushed or never loaded: send the failed chunks in full.
-	var again []*renewChunk
-	for _, c := range chunks {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			again = append(again, c)
-		}
-	}
-	if len(again) > 0 {
-		run(func(p redis.Pipeliner, c *renewChunk) *redis.Cmd {
-			return c.script.Eval(ctx, p, c.keys, c.argv...)
-		}, again)
 	}
 }

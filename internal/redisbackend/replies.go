@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/store"
-	"github.com/redis/go-redis/v9"
 )
 
 // acquireOutcome reads the reply of acquire.lua, fair_acquire.lua,
@@ -109,10 +108,34 @@ func renewOutcome(v any) error {
 // itemError returns the error of one item of a batch script's replies
 // (an error reply inside its array), or nil.
 func itemError(v any) error {
-	if err, ok := v.(redis.Error); ok {
+	if err, ok := v.(error); ok {
 		return err
 	}
 	return nil
+}
+
+// slice reads a script's reply, or its error, as an array.
+func slice(reply any, err error) ([]any, error) {
+	if err != nil {
+		return nil, err
+	}
+	res, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected reply %v, not an array", reply)
+	}
+	return res, nil
+}
+
+// integer reads a script's reply, or its error, as an integer.
+func integer(reply any, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	n, ok := reply.(int64)
+	if !ok {
+		return 0, fmt.Errorf("unexpected reply %v, not an integer", reply)
+	}
+	return n, nil
 }
 
 // replyInt reads element i of a script's reply as an integer.

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/distlock/distlock/store"
-	"github.com/redis/go-redis/v9"
 )
 
 // WatchRevoked implements store.RevokeWatcher: it subscribes to the channel of
@@ -27,18 +26,18 @@ func (b *Backend) WatchRevoked(ctx context.Context, fn func(name, grantee string
 			}
 		})
 	}
-	ps := b.rdb.Subscribe(ctx)
+	ps := b.conn.Subscribe(false)
 	if err := ps.Subscribe(ctx, channel); err != nil {
 		_ = ps.Close()
-		return nil, backendErr(ctx, err)
+		return nil, b.backendErr(ctx, err)
 	}
 	for {
-		m, err := ps.Receive(ctx)
+		e, err := ps.Receive(ctx, 0)
 		if err != nil {
 			_ = ps.Close()
-			return nil, backendErr(ctx, err)
+			return nil, b.backendErr(ctx, err)
 		}
-		if _, ok := m.(*redis.Subscription); ok {
+		if e.Kind == Subscribed {
 			break
 		}
 	}
@@ -46,11 +45,14 @@ func (b *Backend) WatchRevoked(ctx context.Context, fn func(name, grantee string
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for m := range ps.Channel() {
-			if grantee, name, ok := strings.Cut(m.Payload, "\n"); ok {
+		ps.Run(func(e Event) {
+			if e.Kind != Message {
+				return
+			}
+			if grantee, name, ok := strings.Cut(e.Payload, "\n"); ok {
 				fn(name, grantee)
 			}
-		}
+		})
 	}()
 	var once sync.Once
 	return func() {

@@ -162,7 +162,7 @@ func TestRWReaderLeases(t *testing.T) {
 	mustAcquire(t, b, rw("live", store.Read))
 	mustAcquire(t, b, rw("w", store.Write))
 	for _, key := range []string{k.Lock("f"), k.Holders("f"), k.Queue("f"), k.QueueDeadlines("f"), k.QueueInfo("f"), k.Fence("f")} {
-		if ttl := b.rdb.PTTL(ctx, key).Val(); ttl <= 0 {
+		if ttl := rdbOf(b).PTTL(ctx, key).Val(); ttl <= 0 {
 			t.Fatalf("%s has TTL %v", key, ttl)
 		}
 	}
@@ -171,7 +171,7 @@ func TestRWReaderLeases(t *testing.T) {
 	if errs := renew(t, b, []store.Request{r}); errs[0] != nil {
 		t.Fatalf("renewal of a reader: %v", errs[0])
 	}
-	b.rdb.ZAdd(ctx, k.Holders("f"), redisZ(time.Now().Add(-time.Second), "dead"))
+	rdbOf(b).ZAdd(ctx, k.Holders("f"), redisZ(time.Now().Add(-time.Second), "dead"))
 	dead := rw("dead", store.Read)
 	dead.Queue, dead.Seq = 0, 2
 	if errs := renew(t, b, []store.Request{dead}); !errors.Is(errs[0], store.ErrNotHeld) {
@@ -199,7 +199,7 @@ func TestRWRefreshAndTry(t *testing.T) {
 	if g := mustAcquire(t, b, try); g.Acquired || g.Queued {
 		t.Fatalf("TryRLock past a waiting writer: %+v", g)
 	}
-	b.rdb.ZAdd(ctx, b.cfg.Keys.Holders("f"), redisZ(time.Now().Add(-time.Second), "r"))
+	rdbOf(b).ZAdd(ctx, b.cfg.Keys.Holders("f"), redisZ(time.Now().Add(-time.Second), "r"))
 	w := rw("w", store.Write)
 	w.Seq = 2
 	var got store.Grant
@@ -229,7 +229,7 @@ func TestRWKindsDoNotMix(t *testing.T) {
 	if _, err := b.Acquire(t.Context(), other); !errors.Is(err, store.ErrWrongKind) {
 		t.Fatalf("write acquire of a fair mutex: %v", err)
 	}
-	b.rdb.Del(t.Context(), b.cfg.Keys.Lock("g")) // free, but its queue is a fair one
+	rdbOf(b).Del(t.Context(), b.cfg.Keys.Lock("g")) // free, but its queue is a fair one
 	if _, err := b.Acquire(t.Context(), other); !errors.Is(err, store.ErrWrongKind) {
 		t.Fatalf("write acquire of a fair mutex's queue: %v", err)
 	}

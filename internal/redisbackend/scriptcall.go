@@ -1,62 +1,31 @@
 package redisbackend
 
 import (
-	"context"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A script call is built as the one slice of arguments of its EVALSHA
 // command, as go-redis takes a command: "evalsha", the script's SHA-1, the
 // number of keys, the keys, then the script's arguments. Built in place,
-// it allocates once.
+// it allocates once (and a Conn of go-redis sends it as it is).
 
 // callArgs returns the start of a call of script with nkeys keys, with
 // room for n more arguments (its keys, then its script arguments) to be
 // appended.
-func callArgs(script *redis.Script, nkeys, n int) []any {
+func callArgs(script *Script, nkeys, n int) []any {
 	args := make([]any, 3, 3+n)
-	args[0], args[1], args[2] = "evalsha", hashes[script], nkeys
+	args[0], args[1], args[2] = "evalsha", script.hashArg, nkeys
 	return args
 }
 
 // scriptArgs returns the arguments of a call of script on keys and argv.
-func scriptArgs(script *redis.Script, keys []string, argv ...any) []any {
+func scriptArgs(script *Script, keys []string, argv ...any) []any {
 	args := callArgs(script, len(keys), len(keys)+len(argv))
 	for _, k := range keys {
 		args = append(args, k)
 	}
 	return append(args, argv...)
-}
-
-// evalSha returns the command of a call.
-func evalSha(ctx context.Context, args []any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, args...)
-	cmd.SetFirstKeyPos(3)
-	return cmd
-}
-
-// process runs a call on rdb: EVALSHA, then EVAL if the server answers
-// NOSCRIPT, as redis.Script's Run does.
-func process(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, args []any) *redis.Cmd {
-	cmd := evalSha(ctx, args)
-	_ = rdb.Process(ctx, cmd)
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates
-		cmd = eval(ctx, script, args)
-		_ = rdb.Process(ctx, cmd)
-	}
-	return cmd
-}
-
-// eval returns the call as EVAL with script's text, which makes Redis
-// load it: for a call refused with NOSCRIPT.
-func eval(ctx context.Context, script *redis.Script, args []any) *redis.Cmd {
-	all := append([]any{"eval", texts[script]}, args[2:]...)
-	cmd := redis.NewCmd(ctx, all...)
-	cmd.SetFirstKeyPos(3)
-	return cmd
 }
 
 // firstKey is the first key of a call.

@@ -1,16 +1,16 @@
 package redisbackend
 
 import (
-	"context"
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// The scripts run with EVALSHA; go-redis falls back to EVAL when the server
+// The scripts run with EVALSHA; the Conn falls back to EVAL when the server
 // answers NOSCRIPT (after a restart or SCRIPT FLUSH), which loads them again.
 // Each script is its own file preceded by the libraries it needs: lib.lua
 // for every lock script, and queue.lua too for those that can meet a
@@ -41,31 +41,44 @@ var (
 //go:embed scripts/*.lua
 var sources embed.FS
 
-// scriptNames maps the SHA-1 of each script to its name (ScriptCall).
-var scriptNames = map[string]string{}
+// A Script is one of the backend's Lua scripts, as it is sent: its text,
+// libraries included, and the SHA-1 of that text, by which EVALSHA names
+// it.
+type Script struct {
+	name string // see ScriptCall
+	text string
+	hash string
+	// hashArg is hash as a command argument, boxed once (callArgs).
+	hashArg any
+}
 
-// hashes holds the SHA-1 of each script as a command argument (callArgs),
-// and texts its text (eval).
+// Text returns the script's text, for EVAL and SCRIPT LOAD.
+func (s *Script) Text() string { return s.text }
+
+// Hash returns the SHA-1 of the script's text, in hex, for EVALSHA.
+func (s *Script) Hash() string { return s.hash }
+
+// scripts holds every script; byHash maps the SHA-1 of each to it.
 var (
-	hashes = map[*redis.Script]any{}
-	texts  = map[*redis.Script]string{}
+	scripts []*Script
+	byHash  = map[string]*Script{}
 )
 
 // load returns the script of file, preceded by libs in order.
-func load(file string, libs ...string) *redis.Script {
+func load(file string, libs ...string) *Script {
 	var src strings.Builder
 	for _, lib := range libs {
 		src.WriteString(source(lib))
 	}
 	src.WriteString(source(file))
-	s := redis.NewScript(src.String())
-	name := strings.TrimSuffix(file, ".lua")
+	sum := sha1.Sum([]byte(src.String()))
+	s := &Script{name: strings.TrimSuffix(file, ".lua"), text: src.String(), hash: hex.EncodeToString(sum[:])}
 	if file == "release_plain.lua" {
-		name = "release" // the same step as release.lua, for a plain mutex
+		s.name = "release" // the same step as release.lua, for a plain mutex
 	}
-	scriptNames[s.Hash()] = name
-	hashes[s] = s.Hash()
-	texts[s] = src.String()
+	s.hashArg = s.hash
+	scripts = append(scripts, s)
+	byHash[s.hash] = s
 	return s
 }
 
@@ -78,7 +91,7 @@ func source(file string) string {
 }
 
 // ScriptCall reads the arguments of a command that runs one of the
-// backend's scripts, as go-redis sends it (EVALSHA or EVAL): the script's
+// backend's scripts, as the Conn sends it (EVALSHA or EVAL): the script's
 // name (its file name without .lua: "acquire", "release", ...; a plain
 // mutex's release_plain.lua is "release" too, the same step), its keys and
 // its arguments. ok is false for any other command. It is for tests
@@ -87,11 +100,16 @@ func ScriptCall(args []any) (name string, keys, argv []string, ok bool) {
 	if len(args) < 3 {
 		return "", nil, nil, false
 	}
+	var s *Script
 	switch strings.ToLower(fmt.Sprint(args[0])) {
 	case "evalsha":
-		name = scriptNames[fmt.Sprint(args[1])]
+		s = byHash[fmt.Sprint(args[1])]
 	case "eval":
-		name = scriptNames[redis.NewScript(fmt.Sprint(args[1])).Hash()]
+		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
+		s = byHash[hex.EncodeToString(sum[:])]
+	}
+	if s != nil {
+		name = s.name
 	}
 	n, err := strconv.Atoi(fmt.Sprint(args[2]))
 	if name == "" || err != nil || n < 0 || 3+n > len(args) {
@@ -106,16 +124,6 @@ func ScriptCall(args []any) (name string, keys, argv []string, ok bool) {
 	return name, keys, argv, true
 }
 
-// LoadScripts loads every script of the backend on rdb (SCRIPT LOAD), so
-// that their first EVALSHA does not fail with NOSCRIPT. The backend does
-// not need it; tests that intercept EVALSHA calls do.
-func LoadScripts(ctx context.Context, rdb redis.Scripter) error {
-	for _, s := range []*redis.Script{acquireScript, multiAcquireScript, quorumAcquireScript, fairAcquireScript, rwAcquireScript, semAcquireScript,
-		semPermitsScript, releaseScript, releasePlainScript, abandonScript, renewScript, sharedRenewScript, refreshScript,
-		forceUnlockScript, revokeScript, inspectScript, onceCheckScript, onceDoneScript} {
-		if err := s.Load(ctx, rdb).Err(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// Scripts returns every script of the backend, for a Conn that loads
+// them ahead of their first call (LoadScripts).
+func Scripts() []*Script { return slices.Clone(scripts) }

@@ -13,7 +13,7 @@ import (
 func TestSemaphoreCapacityOutlivesHoldersAndPlaces(t *testing.T) {
 	b := newBackendRetention(t, time.Second) // much shorter than the leases and queue timeouts here
 	ctx := t.Context()
-	capTTL := func() time.Duration { return b.rdb.PTTL(ctx, b.cfg.Keys.Capacity("s")).Val() }
+	capTTL := func() time.Duration { return rdbOf(b).PTTL(ctx, b.cfg.Keys.Capacity("s")).Val() }
 	a := sem("a", 1, 2) // a lease of a minute
 	mustAcquire(t, b, a)
 	if ttl := capTTL(); ttl < 50*time.Second {

@@ -94,7 +94,7 @@ func TestSemaphoreCapacityStoredAndSet(t *testing.T) {
 	if other := mustAcquire(t, b, sem("b", 1, 5)); !other.Queued || other.Capacity != 2 {
 		t.Fatalf("a client that believes in 5 permits: %+v, want queued, capacity 2", other)
 	}
-	if ttl := b.rdb.PTTL(ctx, b.cfg.Keys.Capacity("s")).Val(); ttl < 50*time.Second {
+	if ttl := rdbOf(b).PTTL(ctx, b.cfg.Keys.Capacity("s")).Val(); ttl < 50*time.Second {
 		t.Fatalf("capacity TTL %v, want the fence retention (1m here)", ttl)
 	}
 	if _, err := b.Acquire(ctx, sem("huge", 3, 5)); !errors.Is(err, store.ErrInvalidOption) || errors.Is(err, store.ErrBackend) {
@@ -135,7 +135,7 @@ func TestSemaphoreLeases(t *testing.T) {
 	mustAcquire(t, b, sem("live", 1, 2))
 	mustAcquire(t, b, sem("w", 2, 2))
 	for _, key := range []string{k.Lock("s"), k.Holders("s"), k.Queue("s"), k.QueueDeadlines("s"), k.QueueInfo("s"), k.Fence("s"), k.Capacity("s")} {
-		if ttl := b.rdb.PTTL(ctx, key).Val(); ttl <= 0 {
+		if ttl := rdbOf(b).PTTL(ctx, key).Val(); ttl <= 0 {
 			t.Fatalf("%s has TTL %v", key, ttl)
 		}
 	}
@@ -144,13 +144,13 @@ func TestSemaphoreLeases(t *testing.T) {
 	if errs := renew(t, b, []store.Request{r}); errs[0] != nil {
 		t.Fatalf("renewal: %v", errs[0])
 	}
-	b.rdb.ZAdd(ctx, k.Holders("s"), redisZ(time.Now().Add(-time.Second), "dead"))
+	rdbOf(b).ZAdd(ctx, k.Holders("s"), redisZ(time.Now().Add(-time.Second), "dead"))
 	release(t, b, sem("live", 1, 2), store.Freed) // the release purges the dead holder too
 	if n := nextNotice(t, g); n.Grantee != store.GranteeID("w") {
 		t.Fatalf("grant after the dead holder's lease: %+v", n)
 	}
 	release(t, b, sem("w", 2, 2), store.Freed)
-	keys := b.rdb.Keys(ctx, "t:{s}*").Val()
+	keys := rdbOf(b).Keys(ctx, "t:{s}*").Val()
 	if len(keys) != 2 {
 		t.Fatalf("keys left: %v, want the counter and the capacity", keys)
 	}
@@ -219,7 +219,7 @@ func TestSemaphoreInspectCountsLiveHolders(t *testing.T) {
 	ctx := t.Context()
 	mustAcquire(t, b, sem("dead", 2, 3))
 	mustAcquire(t, b, sem("live", 1, 3))
-	b.rdb.ZAdd(ctx, b.cfg.Keys.Holders("s"), redisZ(time.Now().Add(-time.Second), "dead"))
+	rdbOf(b).ZAdd(ctx, b.cfg.Keys.Holders("s"), redisZ(time.Now().Add(-time.Second), "dead"))
 	if st := semState(t, b); st.Used != 1 || len(st.Holders) != 1 || st.Holders[0].Permits != 1 {
 		t.Fatalf("state with a dead holder: %+v, want 1 permit used by live", st)
 	}
@@ -235,7 +235,7 @@ func TestSemaphoreSetPermitsOverOtherQueue(t *testing.T) {
 	if g := mustAcquire(t, b, other); !g.Queued {
 		t.Fatalf("reader: %+v", g)
 	}
-	b.rdb.Del(ctx, b.cfg.Keys.Lock("f"), b.cfg.Keys.Holders("f")) // the writer's lease ran out
+	rdbOf(b).Del(ctx, b.cfg.Keys.Lock("f"), b.cfg.Keys.Holders("f")) // the writer's lease ran out
 	if _, _, err := b.SetPermits(ctx, "f", 3); !errors.Is(err, store.ErrWrongKind) {
 		t.Fatalf("SetPermits over a queue of readers: %v, want ErrWrongKind", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/distlock/distlock/store"
-	"github.com/redis/go-redis/v9"
 )
 
 // MinVersion is the oldest Redis the scripts are written for (Redis 6.2:
@@ -29,13 +28,13 @@ func (b *Backend) checkServer(ctx context.Context) error {
 	if b.checked.Load() {
 		return nil
 	}
-	info, err := b.rdb.Info(ctx, "server").Result()
+	info, err := b.conn.Info(ctx)
 	if err != nil {
-		if redis.HasErrorPrefix(err, "NOPERM") {
+		if isReply(b.conn, err, "NOPERM") {
 			b.checked.Store(true)
 			return nil
 		}
-		return notSent(backendErr(ctx, err))
+		return notSent(b.backendErr(ctx, err))
 	}
 	v := serverVersion(info)
 	if v == "" {

@@ -72,7 +72,7 @@ func New(rdbs []redis.UniversalClient, cfg redisbackend.Config) (*Backend, error
 			continue
 		}
 		seen[id] = i
-		b.nodes = append(b.nodes, node{Backend: redisbackend.New(rdb, cfg), i: len(b.nodes), addr: addr})
+		b.nodes = append(b.nodes, node{Backend: redisbackend.New(redisbackend.GoRedis(rdb), cfg), i: len(b.nodes), addr: addr})
 	}
 	b.quorum = len(b.nodes)/2 + 1
 	b.err = err
