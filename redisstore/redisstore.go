@@ -14,13 +14,10 @@ package redisstore
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/distlock/distlock/internal/redisbackend"
+	"github.com/distlock/distlock/internal/redisopt"
 	"github.com/distlock/distlock/internal/redlock"
 	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
@@ -28,8 +25,8 @@ import (
 
 // Defaults.
 const (
-	DefaultPrefix         = "distlock:"
-	DefaultFenceRetention = time.Hour
+	DefaultPrefix         = redisopt.DefaultPrefix
+	DefaultFenceRetention = redisopt.DefaultFenceRetention
 )
 
 // New returns a store on rdb, which may be a standalone, Sentinel
@@ -40,14 +37,14 @@ const (
 // every operation of a Client on the store then returns an error wrapping
 // store.ErrInvalidOption (distlock.ErrInvalidOption).
 func New(rdb redis.UniversalClient, opts ...Option) store.Store {
-	cfg := newConfig(opts)
+	o := redisopt.Apply(opts)
 	if rdb == nil {
-		cfg.fail(fmt.Errorf("%w: nil Redis client", store.ErrInvalidOption))
+		o.Fail(fmt.Errorf("%w: nil Redis client", store.ErrInvalidOption))
 	}
-	if cfg.err != nil {
-		return invalid{cfg.err}
+	if o.Err != nil {
+		return redisopt.Invalid(o.Err)
 	}
-	return redisbackend.New(redisbackend.GoRedis(rdb), cfg.backend())
+	return redisbackend.New(redisbackend.GoRedis(rdb), o.Backend())
 }
 
 // NewRedlock returns a store whose locks are held on a majority of the
@@ -66,104 +63,38 @@ func New(rdb redis.UniversalClient, opts ...Option) store.Store {
 // fail with ErrUnsupported. See "Redlock" in distlock's package
 // documentation for what it guarantees, and on what.
 func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) store.Store {
-	cfg := newConfig(opts)
-	if cfg.replicas > 0 {
-		cfg.fail(fmt.Errorf("%w: replica acknowledgement with Redlock: each master stands alone, the quorum is what replicates", store.ErrInvalidOption))
+	o := redisopt.Apply(opts)
+	if o.Replicas > 0 {
+		o.Fail(fmt.Errorf("%w: replica acknowledgement with Redlock: each master stands alone, the quorum is what replicates", store.ErrInvalidOption))
 	}
-	if cfg.err != nil {
-		return invalid{cfg.err}
+	if o.Err != nil {
+		return redisopt.Invalid(o.Err)
 	}
-	b, err := redlock.New(rdbs, cfg.backend())
+	b, err := redlock.New(rdbs, o.Backend())
 	if err != nil {
-		return invalid{err}
+		return redisopt.Invalid(err)
 	}
 	return b
 }
 
 // An Option configures a store.
-type Option func(*config)
-
-type config struct {
-	prefix         string
-	fenceRetention time.Duration
-	replicas       int
-	replicaTimeout time.Duration
-	err            error
-}
-
-func newConfig(opts []Option) config {
-	cfg := config{prefix: DefaultPrefix, fenceRetention: DefaultFenceRetention}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	return cfg
-}
-
-func (c *config) fail(err error) {
-	if c.err == nil {
-		c.err = err
-	}
-}
-
-// backend configures a Redis backend after c.
-func (c *config) backend() redisbackend.Config {
-	host, _ := os.Hostname()
-	return redisbackend.Config{
-		Keys:           redisbackend.Keys{Prefix: c.prefix},
-		FenceRetention: c.fenceRetention,
-		Host:           host,
-		PID:            os.Getpid(),
-		Replicas:       c.replicas,
-		ReplicaTimeout: c.replicaTimeout,
-	}
-}
+type Option = redisopt.Option
 
 // WithPrefix sets the prefix of every Redis key and channel the store
 // uses. The default is "distlock:". Clients that share locks must use the
 // same prefix. It follows the rules of a lock name, but may be empty.
-func WithPrefix(prefix string) Option {
-	return func(c *config) {
-		if problem := prefixProblem(prefix); problem != "" {
-			c.fail(fmt.Errorf("%w: prefix %q: %s", store.ErrInvalidOption, prefix, problem))
-		}
-		c.prefix = prefix
-	}
-}
-
-// prefixProblem says what is wrong with p as a key prefix, or returns "".
-// The lock name is the Cluster hash tag of every key of a lock: a brace in
-// the prefix would change which part of the key is hashed.
-func prefixProblem(p string) string {
-	switch {
-	case len(p) > 512:
-		return fmt.Sprintf("%d bytes, more than 512", len(p))
-	case !utf8.ValidString(p):
-		return "not UTF-8"
-	case strings.ContainsAny(p, "{}"):
-		return "contains a brace"
-	case strings.ContainsFunc(p, unicode.IsControl):
-		return "contains a control character"
-	}
-	return ""
-}
+func WithPrefix(prefix string) Option { return redisopt.Prefix(prefix) }
 
 // WithFenceRetention sets how long a lock's fencing counter outlives the
 // last acquisition of the lock (default one hour, at least one second).
 // Within that time tokens increase even if the Redis server's clock steps
 // back by less than it; after it, the counter key is gone and tokens rest on
 // the server clock alone. See distlock's package documentation.
-func WithFenceRetention(d time.Duration) Option {
-	return func(c *config) {
-		if d < time.Second || d > 365*24*time.Hour {
-			c.fail(fmt.Errorf("%w: fence retention %v outside [1s, 365d]", store.ErrInvalidOption, d))
-		}
-		c.fenceRetention = d
-	}
-}
+func WithFenceRetention(d time.Duration) Option { return redisopt.FenceRetention(d) }
 
 // MaxReplicaTimeout is the longest wait WithReplicaAck accepts: WAIT must
 // answer within go-redis's default read timeout (3 s).
-const MaxReplicaTimeout = 2 * time.Second
+const MaxReplicaTimeout = redisopt.MaxReplicaTimeout
 
 // WithReplicaAck makes every acquisition, renewal and Extend, of every
 // kind of lock, and the record of a Once run, count only once replicas
@@ -198,17 +129,7 @@ const MaxReplicaTimeout = 2 * time.Second
 // three times: other locks fail with ErrInvalidOption. NewRedlock refuses
 // the option.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
-	return func(c *config) {
-		if replicas < 1 || replicas > 64 {
-			c.fail(fmt.Errorf("%w: replica acknowledgement by %d replicas, outside [1, 64]", store.ErrInvalidOption, replicas))
-			return
-		}
-		if timeout < time.Millisecond || timeout > MaxReplicaTimeout {
-			c.fail(fmt.Errorf("%w: replica acknowledgement timeout %v outside [1ms, %v]", store.ErrInvalidOption, timeout, MaxReplicaTimeout))
-			return
-		}
-		c.replicas, c.replicaTimeout = replicas, timeout
-	}
+	return redisopt.ReplicaAck(replicas, timeout)
 }
 
 // What New and NewRedlock say their stores implement.

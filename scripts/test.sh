@@ -128,7 +128,7 @@ gotest=(go test -race -count=1 -timeout 10m)
 # without the race detector.
 build='set -o pipefail
 rc=0
-for m in . cmd/distlock safety bench etcdstore etcdtest sqltest sqlstore prometheus otel; do
+for m in . cmd/distlock safety bench etcdstore etcdtest sqltest sqlstore prometheus otel rueidisstore; do
 	echo "go test -race -run ^\$ ($m)"
 	(cd "$m" && go test -race -count=1 -run "^\$" ./... | sed "/\[no tests to run\]\$/d") || rc=1
 	echo "go vet -race ($m)"
@@ -151,9 +151,9 @@ echo
 # migrated slot, and failed): the root module's tests, which take the
 # longest, beside two lanes of the others, one module after another,
 # each shorter than the root's.
-echo "== step 2: the tests of . beside those of safety/ (but its chaos runs) then cmd/distlock/ then sqltest/ then prometheus/ then otel/, and of bench/ then etcdstore/ then etcdtest/ then sqlstore/"
+echo "== step 2: the tests of . beside those of safety/ (but its chaos runs) then cmd/distlock/ then sqltest/ then prometheus/ then otel/ then rueidisstore/, and of bench/ then etcdstore/ then etcdtest/ then sqlstore/"
 run root . "${gotest[@]}" ./...
-run safety+cmd+sql . bash -c "rc=0; (cd safety && ${gotest[*]} -skip '$chaos' ./...) || rc=1; (cd cmd/distlock && ${gotest[*]} ./...) || rc=1; (cd sqltest && ${gotest[*]} ./...) || rc=1; (cd prometheus && ${gotest[*]} ./...) || rc=1; (cd otel && ${gotest[*]} ./...) || rc=1; exit \$rc"
+run safety+cmd+sql . bash -c "rc=0; (cd safety && ${gotest[*]} -skip '$chaos' ./...) || rc=1; (cd cmd/distlock && ${gotest[*]} ./...) || rc=1; (cd sqltest && ${gotest[*]} ./...) || rc=1; (cd prometheus && ${gotest[*]} ./...) || rc=1; (cd otel && ${gotest[*]} ./...) || rc=1; (cd rueidisstore && ${gotest[*]} ./...) || rc=1; exit \$rc"
 run bench+etcd+sqlstore . bash -c "rc=0; (cd bench && ${gotest[*]} ./...) || rc=1; (cd etcdstore && ${gotest[*]} ./...) || rc=1; (cd etcdtest && ${gotest[*]} ./...) || rc=1; (cd sqlstore && ${gotest[*]} ./...) || rc=1; exit \$rc"
 await
 

@@ -1,4 +1,4 @@
-package redisstore
+package redisopt
 
 import (
 	"context"
@@ -11,6 +11,10 @@ import (
 // request fails with err, which a Client reports before any request
 // (store.Validator).
 type invalid struct{ err error }
+
+// Invalid returns the store of a constructor given invalid arguments:
+// every request fails with err.
+func Invalid(err error) store.Store { return invalid{err} }
 
 func (s invalid) Err() error                                              { return s.err }
 func (s invalid) Validate(store.Kind, time.Duration, time.Duration) error { return s.err }
