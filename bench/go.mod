@@ -86,6 +86,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/distlock/distlock/etcdstore v0.0.0
 	github.com/distlock/distlock/etcdtest v0.0.0
+	github.com/distlock/distlock/rueidisstore v0.0.0
 	github.com/distlock/distlock/sqlstore v0.0.0
 	github.com/distlock/distlock/sqltest v0.0.0
 	go.etcd.io/etcd/api/v3 v3.7.3
@@ -108,3 +109,5 @@ replace github.com/distlock/distlock/sqltest => ../sqltest
 replace github.com/distlock/distlock/prometheus => ../prometheus
 
 replace github.com/distlock/distlock/otel => ../otel
+
+replace github.com/distlock/distlock/rueidisstore => ../rueidisstore

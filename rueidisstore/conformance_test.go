@@ -44,3 +44,10 @@ func TestConformanceSentinel(t *testing.T) {
 			Sentinel: rueidis.SentinelOption{MasterSet: g.MasterName()}}))
 	})
 }
+
+func TestConformanceCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return rueidisstore.New(newClient(t, rueidis.ClientOption{InitAddress: cl.Addrs()}))
+	})
+}

@@ -12,34 +12,39 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// conn is the redisbackend.Conn of a standalone or Sentinel rueidis
-// client. rueidis sends a script call once: it retries read-only
-// commands only, and EVALSHA and EVAL are not.
+// conn is the redisbackend.Conn of a rueidis client: standalone,
+// Sentinel or Cluster. rueidis sends a script call once: it retries
+// read-only commands only, and EVALSHA and EVAL are not.
 type conn struct {
 	client rueidis.Client
+	slots  *slotMap // a Cluster's; nil elsewhere
 }
 
-func newConn(client rueidis.Client) *conn { return &conn{client: client} }
+func newConn(client rueidis.Client) *conn {
+	c := &conn{client: client}
+	if client.Mode() == rueidis.ClientModeCluster {
+		c.slots = &slotMap{client: client}
+	}
+	return c
+}
 
-func (c *conn) Sharded() bool { return false }
+func (c *conn) Sharded() bool { return c.slots != nil }
 
-// command builds a script call as rueidis sends it: EVALSHA with the
-// call's SHA-1, or, full, EVAL with the script's text.
-func (c *conn) command(script *redisbackend.Script, args []any, full bool) rueidis.Completed {
+// command builds a script call as client sends it: EVALSHA with the
+// call's SHA-1, or, full, EVAL with the script's text. It is routed by its
+// first key (rueidis's builder would panic on keys of several slots,
+// which the server refuses anyway).
+func command(client rueidis.Client, script *redisbackend.Script, args []any, full bool) rueidis.Completed {
 	nkeys, _ := args[2].(int)
 	head := []string{"EVALSHA", script.Hash(), strconv.Itoa(nkeys)}
 	if full {
 		head[0], head[1] = "EVAL", script.Text()
 	}
-	keys := make([]string, 0, nkeys)
-	for _, k := range args[3 : 3+nkeys] {
-		keys = append(keys, text(k))
+	rest := make([]string, 0, len(args)-4)
+	for _, a := range args[4:] {
+		rest = append(rest, text(a))
 	}
-	argv := make([]string, 0, len(args)-3-nkeys)
-	for _, a := range args[3+nkeys:] {
-		argv = append(argv, text(a))
-	}
-	return c.client.B().Arbitrary(head...).Keys(keys...).Args(argv...).Build()
+	return client.B().Arbitrary(head...).Keys(text(args[3])).Args(rest...).Build()
 }
 
 // text is a script argument as Redis gets it.
@@ -65,37 +70,46 @@ func noScript(err error) bool {
 }
 
 func (c *conn) Eval(ctx context.Context, script *redisbackend.Script, args []any) (any, error) {
-	reply, err := c.client.Do(ctx, c.command(script, args, false)).ToAny()
+	reply, err := c.client.Do(ctx, command(c.client, script, args, false)).ToAny()
 	if noScript(err) {
-		reply, err = c.client.Do(ctx, c.command(script, args, true)).ToAny()
+		reply, err = c.client.Do(ctx, command(c.client, script, args, true)).ToAny()
 	}
 	return reply, err
 }
 
+// EvalPipeline: a Cluster client's DoMulti sends each call to its slot's
+// master, following redirections.
 func (c *conn) EvalPipeline(ctx context.Context, calls []*redisbackend.Call) {
-	c.pipeline(ctx, calls, 0, 0)
+	pipeline(ctx, c.client, calls, nil, 0, 0)
 }
 
-// pipeline sends calls with one DoMulti (on one connection, in order),
+// pipeline sends calls with one DoMulti of client (on one connection, in
+// order, but on a Cluster client), each after ASKING if asking says so,
 // followed by WAIT if replicas is above 0; calls whose script the server
 // does not have go again in full in a second one.
-func (c *conn) pipeline(ctx context.Context, calls []*redisbackend.Call, replicas int, timeout time.Duration) {
+func pipeline(ctx context.Context, client rueidis.Client, calls []*redisbackend.Call, asking map[*redisbackend.Call]bool,
+	replicas int, timeout time.Duration) {
 	run := func(which []*redisbackend.Call, full bool) {
-		cmds := make(rueidis.Commands, 0, len(which)+1)
+		cmds := make(rueidis.Commands, 0, 2*len(which)+1)
+		at := make([]int, len(which)) // where each call's command is in cmds
 		wait := false
-		for _, call := range which {
-			cmds = append(cmds, c.command(call.Script, call.Args, full))
+		for i, call := range which {
+			if asking[call] {
+				cmds = append(cmds, client.B().Asking().Build())
+			}
+			at[i] = len(cmds)
+			cmds = append(cmds, command(client, call.Script, call.Args, full))
 			wait = wait || call.Wait
 		}
 		wait = wait && replicas > 0
 		if wait {
-			cmds = append(cmds, c.client.B().Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build())
+			cmds = append(cmds, client.B().Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build())
 		}
-		res := c.client.DoMulti(ctx, cmds...)
+		res := client.DoMulti(ctx, cmds...)
 		for i, call := range which {
-			call.Reply, call.Err = res[i].ToAny()
+			call.Reply, call.Err = res[at[i]].ToAny()
 			if wait && call.Wait {
-				call.Acked, call.AckErr = res[len(which)].AsInt64()
+				call.Acked, call.AckErr = res[len(cmds)-1].AsInt64()
 			}
 		}
 	}
@@ -111,13 +125,51 @@ func (c *conn) pipeline(ctx context.Context, calls []*redisbackend.Call, replica
 	}
 }
 
-// EvalAcked: rueidis sends a DoMulti on one connection, its commands one
-// after the other, so the WAIT that ends it counts the calls' writes.
+// EvalAcked: rueidis sends a DoMulti of a standalone or Sentinel client,
+// or of one node's client, on one connection, its commands one after the
+// other, so the WAIT that ends it counts the calls' writes. On a Cluster
+// the calls go to their master's own client (Nodes), which follows no
+// redirection: SendAcked does.
 func (c *conn) EvalAcked(ctx context.Context, calls []*redisbackend.Call, replicas int, timeout time.Duration) {
-	c.pipeline(ctx, calls, replicas, timeout)
+	if c.slots == nil {
+		pipeline(ctx, c.client, calls, nil, replicas, timeout)
+		return
+	}
+	redisbackend.SendAcked(ctx, c, calls, func(addr string, calls []*redisbackend.Call, asking map[*redisbackend.Call]bool) {
+		first := addr == ""
+		if first {
+			addrs, ok := c.slots.masters(ctx, []string{text(calls[0].Args[3])})
+			if !ok[0] {
+				failCalls(calls, errNoMaster)
+				return
+			}
+			addr = addrs[0]
+		}
+		node := c.client.Nodes()[addr]
+		switch {
+		case node == nil && first:
+			failCalls(calls, errNoMaster)
+			return
+		case node == nil:
+			return // a redirection to a node not known: it stays the outcome
+		}
+		pipeline(ctx, node, calls, asking, replicas, timeout)
+	})
 }
 
-func (c *conn) Masters(_ context.Context, keys []string) ([]string, []bool) {
+var errNoMaster = errors.New("rueidisstore: the master of the slot is unknown")
+
+// failCalls makes err the outcome of calls that could not be sent.
+func failCalls(calls []*redisbackend.Call, err error) {
+	for _, call := range calls {
+		call.Reply, call.Err = nil, err
+	}
+}
+
+func (c *conn) Masters(ctx context.Context, keys []string) ([]string, []bool) {
+	if c.slots != nil {
+		return c.slots.masters(ctx, keys)
+	}
 	ok := make([]bool, len(keys))
 	for i := range ok {
 		ok[i] = true
@@ -125,7 +177,11 @@ func (c *conn) Masters(_ context.Context, keys []string) ([]string, []bool) {
 	return make([]string, len(keys)), ok
 }
 
-func (c *conn) Reload(context.Context) {}
+func (c *conn) Reload(ctx context.Context) {
+	if c.slots != nil {
+		_ = c.slots.load(ctx)
+	}
+}
 
 func (c *conn) Info(ctx context.Context) (string, error) {
 	s, err := c.client.Do(ctx, c.client.B().Info().Section("server").Build()).ToString()
@@ -137,7 +193,11 @@ func (c *conn) Del(ctx context.Context, key string) (int64, error) {
 }
 
 func (c *conn) Subscribers(ctx context.Context, channel string) (int64, error) {
-	res, err := c.client.Do(ctx, c.client.B().PubsubNumsub().Channel(channel).Build()).ToArray()
+	cmd := c.client.B().PubsubNumsub().Channel(channel).Build()
+	if c.slots != nil { // sharded subscriptions, counted at the slot's master
+		cmd = c.client.B().PubsubShardnumsub().Channel(channel).Build()
+	}
+	res, err := c.client.Do(ctx, cmd).ToArray()
 	if err != nil {
 		return 0, err
 	}
@@ -148,9 +208,31 @@ func (c *conn) Subscribers(ctx context.Context, channel string) (int64, error) {
 }
 
 func (c *conn) Scan(ctx context.Context, match string, fn func(key string)) error {
+	if c.slots == nil {
+		return scan(ctx, c.client, match, fn)
+	}
+	addrs, err := c.slots.all(ctx)
+	if err != nil {
+		return err
+	}
+	nodes := c.client.Nodes()
+	for _, addr := range addrs {
+		node := nodes[addr]
+		if node == nil {
+			return errors.New("rueidisstore: master " + addr + " not known to the client")
+		}
+		if err := scan(ctx, node, match, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan calls fn with every key of client's node that matches match.
+func scan(ctx context.Context, client rueidis.Client, match string, fn func(key string)) error {
 	var cursor uint64
 	for {
-		e, err := c.client.Do(ctx, c.client.B().Scan().Cursor(cursor).Match(match).Count(1000).Build()).AsScanEntry()
+		e, err := client.Do(ctx, client.B().Scan().Cursor(cursor).Match(match).Count(1000).Build()).AsScanEntry()
 		if err != nil {
 			return err
 		}

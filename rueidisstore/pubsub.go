@@ -10,8 +10,8 @@ import (
 	"github.com/redis/rueidis"
 )
 
-func (c *conn) Subscribe(bool) redisbackend.PubSub {
-	return &pubSub{client: c.client, channels: map[string]bool{}, events: make(chan redisbackend.Event, 1024),
+func (c *conn) Subscribe(sharded bool) redisbackend.PubSub {
+	return &pubSub{client: c.client, sharded: sharded, channels: map[string]bool{}, events: make(chan redisbackend.Event, 1024),
 		done: make(chan struct{})}
 }
 
@@ -19,11 +19,14 @@ func (c *conn) Subscribe(bool) redisbackend.PubSub {
 // whose hooks pass every message and subscription to events. A
 // connection that dies is replaced, and the channels subscribed again
 // (their confirmations come as events, as they do on go-redis), until
-// the pubSub is closed.
+// the pubSub is closed. A sharded one (SSUBSCRIBE) is on the master of its
+// channels' slot, which rueidis picks at its first command: its channels
+// all live in one slot (the backend groups them so).
 type pubSub struct {
-	client rueidis.Client
-	events chan redisbackend.Event
-	done   chan struct{} // closed by Close
+	client  rueidis.Client
+	sharded bool
+	events  chan redisbackend.Event
+	done    chan struct{} // closed by Close
 
 	mu       sync.Mutex
 	channels map[string]bool         // subscribed, or to subscribe again on a new connection
@@ -95,7 +98,7 @@ func (p *pubSub) watch(dc rueidis.DedicatedClient, died <-chan error) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := next.Do(ctx, next.B().Subscribe().Channel(channels...).Build()).Error()
+		err := next.Do(ctx, p.subscribe(next, channels)).Error()
 		cancel()
 		if err == nil {
 			return // next's own watch takes over
@@ -124,7 +127,15 @@ func (p *pubSub) Subscribe(ctx context.Context, channels ...string) error {
 		dc = p.connect()
 	}
 	p.mu.Unlock()
-	return dc.Do(ctx, dc.B().Subscribe().Channel(channels...).Build()).Error()
+	return dc.Do(ctx, p.subscribe(dc, channels)).Error()
+}
+
+// subscribe returns the command that subscribes to channels on dc.
+func (p *pubSub) subscribe(dc rueidis.DedicatedClient, channels []string) rueidis.Completed {
+	if p.sharded {
+		return dc.B().Ssubscribe().Channel(channels...).Build()
+	}
+	return dc.B().Subscribe().Channel(channels...).Build()
 }
 
 func (p *pubSub) Unsubscribe(ctx context.Context, channel string) error {
@@ -134,6 +145,9 @@ func (p *pubSub) Unsubscribe(ctx context.Context, channel string) error {
 	p.mu.Unlock()
 	if dc == nil {
 		return nil
+	}
+	if p.sharded {
+		return dc.Do(ctx, dc.B().Sunsubscribe().Channel(channel).Build()).Error()
 	}
 	return dc.Do(ctx, dc.B().Unsubscribe().Channel(channel).Build()).Error()
 }

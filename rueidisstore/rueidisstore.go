@@ -9,13 +9,13 @@
 //	c := distlock.New(rueidisstore.New(client))
 //	defer c.Close()
 //
-// A standalone server and a Sentinel deployment (rueidis.SentinelOption)
-// are served. A Cluster client is refused: every operation fails with an
-// error wrapping ErrUnsupported, because rueidis does not say which
-// master serves a key, which the store needs to renew each master's locks
-// on their own (a master that does not answer must not hold up the
-// renewals of the others) and to send WAIT to the right master under
-// replica acknowledgement.
+// A standalone server, a Sentinel deployment (rueidis.SentinelOption)
+// and a Cluster are served, as by redisstore on go-redis. On a Cluster the
+// store keeps its own map of the slots' masters (CLUSTER SLOTS, read on
+// first use and again when a master does not answer or a slot moved):
+// rueidis routes commands itself but does not say where, and the store
+// renews each master's locks apart (a master that does not answer holds
+// up only its own) and sends WAIT to the master of the locks it covers.
 //
 // A store does not contact Redis until it is used, and never closes the
 // client it is given: close it after the distlock Client. Redis 6.2 or
@@ -32,20 +32,16 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// New returns a store on client, a standalone or Sentinel rueidis client,
-// with the options of redisstore (WithPrefix, WithFenceRetention,
-// WithReplicaAck). It serves every kind of lock and every operation of
-// distlock, as redisstore.New does. A nil client, a Cluster client or an
+// New returns a store on client, a standalone, Sentinel or Cluster
+// rueidis client, with the options of redisstore (WithPrefix,
+// WithFenceRetention, WithReplicaAck). It serves every kind of lock and
+// every operation of distlock, as redisstore.New does. A nil client or an
 // invalid option do not panic: every operation of a Client on the store
-// then returns an error wrapping store.ErrInvalidOption (a nil client,
-// invalid options) or store.ErrUnsupported (a Cluster client).
+// then returns an error wrapping store.ErrInvalidOption.
 func New(client rueidis.Client, opts ...redisstore.Option) store.Store {
 	o := redisopt.Apply(opts)
-	switch {
-	case client == nil:
+	if client == nil {
 		o.Fail(fmt.Errorf("%w: nil rueidis client", store.ErrInvalidOption))
-	case client.Mode() == rueidis.ClientModeCluster:
-		o.Fail(fmt.Errorf("%w: a rueidis Cluster client (use redisstore with a go-redis ClusterClient)", store.ErrUnsupported))
 	}
 	if o.Err != nil {
 		return redisopt.Invalid(o.Err)

@@ -183,6 +183,14 @@ func TestReplicaAck(t *testing.T) {
 			t.Fatalf("%s: Unlock: %v", name, err)
 		}
 	}
+	refusedUnacked(t, ctx, one, two)
+}
+
+// refusedUnacked checks that an acquisition of two, a client asking two
+// replicas of a master that has one, fails with ErrNotReplicated and
+// leaves no holder, as one, which asks for one, sees.
+func refusedUnacked(t *testing.T, ctx context.Context, one, two *distlock.Client) {
+	t.Helper()
 	_, err := two.Mutex("unacked", distlock.WithTTL(2*time.Second)).Lock(ctx)
 	if !errors.Is(err, distlock.ErrNotReplicated) {
 		t.Fatalf("Lock, two replicas asked of one: %v, want ErrNotReplicated", err)
@@ -193,10 +201,8 @@ func TestReplicaAck(t *testing.T) {
 }
 
 // Invalid stores fail every operation with a typed error, and panic on
-// nothing: a nil client, a Cluster client, a bad option.
+// nothing: a nil client, a bad option.
 func TestInvalid(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	cluster := newClient(t, rueidis.ClientOption{InitAddress: cl.Addrs()})
 	srv := redistest.Start(t)
 	for _, tc := range []struct {
 		name  string
@@ -204,7 +210,6 @@ func TestInvalid(t *testing.T) {
 		want  error
 	}{
 		{"nil client", func() *distlock.Client { return distlock.New(rueidisstore.New(nil)) }, distlock.ErrInvalidOption},
-		{"cluster", func() *distlock.Client { return distlock.New(rueidisstore.New(cluster)) }, distlock.ErrUnsupported},
 		{"bad prefix", func() *distlock.Client {
 			return distlock.New(rueidisstore.New(newClient(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}}),
 				redisstore.WithPrefix("a{b")))

@@ -90,81 +90,39 @@ func (g *goRedis) EvalPipeline(ctx context.Context, calls []*Call) {
 	}
 }
 
-// maxRedirects is how many MOVED or ASK redirections an acknowledged call
-// follows, as go-redis's cluster client does by default.
-const maxRedirects = 3
-
 // EvalAcked: on a Cluster, WAIT must run at the master of the calls'
 // slot, on their connection: the calls go to that master's client
 // (MasterForKey), whose pipeline is one connection, rather than through
 // the cluster pipeline, which would send a keyless WAIT to any node.
 func (g *goRedis) EvalAcked(ctx context.Context, calls []*Call, replicas int, timeout time.Duration) {
-	var client redis.Cmdable = g.rdb
-	if g.cluster != nil {
-		node, err := g.cluster.MasterForKey(ctx, firstKey(calls[0].Args))
-		if err != nil {
-			failCalls(calls, err)
-			return
-		}
-		client = node
-	}
-	g.sendAcked(ctx, client, calls, nil, replicas, timeout, 0)
-}
-
-// sendAcked sends calls on one connection of client (a master), in one
-// pipeline ended by WAIT if any of them needs it; calls whose script the
-// server does not have (NOSCRIPT) go again in full in a second one. On a
-// Cluster, calls refused with MOVED or ASK are sent to the node named;
-// asking marks those to send after ASKING, hops counts the redirections
-// so far.
-func (g *goRedis) sendAcked(ctx context.Context, client redis.Cmdable, calls []*Call, asking map[*Call]bool, replicas int,
-	timeout time.Duration, hops int) {
-	g.pipelineAcked(ctx, client, calls, asking, false, replicas, timeout)
-	var again []*Call
-	for _, c := range calls {
-		if noScript(c.Err) {
-			again = append(again, c)
-		}
-	}
-	if len(again) > 0 {
-		g.pipelineAcked(ctx, client, again, asking, true, replicas, timeout)
-	}
-
-	if g.cluster == nil || hops >= maxRedirects {
-		return
-	}
-	var addrs []string
-	to := map[string][]*Call{}
-	ask := map[*Call]bool{}
-	moved := false
-	for _, c := range calls {
-		if c.Err == nil {
-			continue
-		}
-		addr, isAsk := redis.IsAskError(c.Err)
-		if !isAsk {
-			var isMoved bool
-			if addr, isMoved = redis.IsMovedError(c.Err); !isMoved {
-				continue
+	SendAcked(ctx, g, calls, func(addr string, calls []*Call, asking map[*Call]bool) {
+		var client redis.Cmdable = g.rdb
+		switch {
+		case g.cluster != nil && addr == "":
+			node, err := g.cluster.MasterForKey(ctx, firstKey(calls[0].Args))
+			if err != nil {
+				failCalls(calls, err)
+				return
 			}
-			moved = true
+			client = node
+		case g.cluster != nil:
+			node := g.nodeAt(ctx, addr)
+			if node == nil {
+				return
+			}
+			client = node
 		}
-		ask[c] = isAsk
-		if to[addr] == nil {
-			addrs = append(addrs, addr)
+		g.pipelineAcked(ctx, client, calls, asking, false, replicas, timeout)
+		var again []*Call
+		for _, c := range calls {
+			if noScript(c.Err) {
+				again = append(again, c)
+			}
 		}
-		to[addr] = append(to[addr], c)
-	}
-	if moved {
-		g.cluster.ReloadState(ctx) // the slot map is out of date
-	}
-	for _, addr := range addrs {
-		if node := g.nodeAt(ctx, addr); node != nil {
-			g.sendAcked(ctx, node, to[addr], ask, replicas, timeout, hops+1)
+		if len(again) > 0 {
+			g.pipelineAcked(ctx, client, again, asking, true, replicas, timeout)
 		}
-		// A node not known: the redirection stays the outcome (nothing
-		// was applied), and the engine counts it as a failure.
-	}
+	})
 }
 
 // pipelineAcked sends calls in one pipeline of client, with EVAL if full

@@ -103,6 +103,9 @@ func (k Keys) holderChannels() string { return k.Prefix + "holder:" }
 // Slot is the Redis Cluster slot of every key of the named lock.
 func Slot(name string) int { return int(crc16(name) % 16384) }
 
+// KeySlot is the Redis Cluster slot of key (or of a sharded channel).
+func KeySlot(key string) int { return int(crc16(hashTag(key)) % 16384) }
+
 // crc16 is CRC-16/XMODEM, the checksum Redis Cluster hashes keys with.
 func crc16(s string) uint16 {
 	var crc uint16

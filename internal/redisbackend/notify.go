@@ -58,7 +58,7 @@ func newNotifier(conn Conn, sharded bool, self string) *notifier {
 
 func (n *notifier) groupKey(channel string) int {
 	if n.sharded {
-		return int(crc16(hashTag(channel)) % 16384)
+		return KeySlot(channel)
 	}
 	return 0
 }

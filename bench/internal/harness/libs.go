@@ -17,6 +17,7 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redisstore"
+	"github.com/distlock/distlock/rueidisstore"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
@@ -45,9 +46,12 @@ const (
 	// DistlockFair is distlock's FairMutex: waiters queue in Redis and the
 	// release grants the lock to the first of them.
 	DistlockFair = "distlock-fair"
-	Redsync      = "redsync"
-	Redislock    = "redislock"
-	Rueidislock  = "rueidislock"
+	// DistlockRueidis is distlock's Mutex on rueidisstore: through a
+	// rueidis client instead of go-redis.
+	DistlockRueidis = "distlock-rueidis"
+	Redsync         = "redsync"
+	Redislock       = "redislock"
+	Rueidislock     = "rueidislock"
 	// RawPubSub is a reference for scenario e only: the least a push-based
 	// waiter can cost, raw go-redis with no library around it.
 	RawPubSub = "rawpubsub"
@@ -74,7 +78,7 @@ const (
 const DefaultPermits = 8
 
 // AllLibs lists the libraries in report order.
-var AllLibs = []string{Raw, Distlock, DistlockFair, Redsync, Redislock, Rueidislock}
+var AllLibs = []string{Raw, Distlock, DistlockRueidis, DistlockFair, Redsync, Redislock, Rueidislock}
 
 // RateLibs are the libraries of scenario g: the baseline, distlock's
 // Mutex and FairMutex, and the two sides of its RWMutex. None of the peers
@@ -105,6 +109,8 @@ func LibTitle(lib string) string {
 		return "distlock"
 	case DistlockFair:
 		return "distlock FairMutex"
+	case DistlockRueidis:
+		return "distlock on rueidis"
 	case Redsync:
 		return "redsync/v4"
 	case Redislock:
@@ -182,7 +188,19 @@ func NewLocker(lib, addr string, o Options) (Locker, error) {
 			opts = append(opts, distlock.WithObserver(obs.obs))
 		}
 		rdb := newRDB()
-		return &distLocker{rdb: rdb, c: distlock.New(redisstore.New(rdb), opts...), ttl: ttl, kind: lib, permits: permits, obs: obs}, nil
+		return &distLocker{closeClient: rdb.Close, c: distlock.New(redisstore.New(rdb), opts...), ttl: ttl, kind: lib, permits: permits,
+			obs: obs}, nil
+	case DistlockRueidis:
+		var opts []distlock.Option
+		if o.Events != nil {
+			opts = append(opts, distlock.WithEventHandler(o.Events))
+		}
+		client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+		if err != nil {
+			return nil, err
+		}
+		closeClient := func() error { client.Close(); return nil }
+		return &distLocker{closeClient: closeClient, c: distlock.New(rueidisstore.New(client), opts...), ttl: ttl, kind: lib}, nil
 	case Redsync:
 		rdb := newRDB()
 		return &redsyncLocker{rdb: rdb, rs: redsync.New(goredis.NewPool(rdb)), ttl: ttl}, nil
@@ -288,12 +306,12 @@ func (r *rawSemLocker) Close() error { return r.rdb.Close() }
 // observed libraries are the Mutex with an observer (observed.go).
 
 type distLocker struct {
-	rdb     *redis.Client
-	c       *distlock.Client
-	ttl     time.Duration
-	kind    string       // Distlock (also the zero value), DistlockFair, DistlockRWRead, DistlockRWWrite, DistlockSem, DistlockProm, DistlockOtel
-	permits int          // the Semaphore's capacity
-	obs     *observation // DistlockProm, DistlockOtel: the observer installed
+	closeClient func() error // closes the Redis client under c
+	c           *distlock.Client
+	ttl         time.Duration
+	kind        string       // Distlock (also the zero value), DistlockRueidis, DistlockFair, DistlockRWRead, DistlockRWWrite, DistlockSem, DistlockProm, DistlockOtel
+	permits     int          // the Semaphore's capacity
+	obs         *observation // DistlockProm, DistlockOtel: the observer installed
 }
 
 func (d *distLocker) Lock(ctx context.Context, key string) (Unlock, error) {
@@ -308,7 +326,7 @@ func (d *distLocker) Lock(ctx context.Context, key string) (Unlock, error) {
 		l, err = d.c.RWMutex(key, distlock.WithTTL(d.ttl)).Lock(ctx)
 	case DistlockSem:
 		l, err = d.c.Semaphore(key, d.permits, distlock.WithTTL(d.ttl)).Acquire(ctx, 1)
-	default: // Distlock, DistlockProm, DistlockOtel
+	default: // Distlock, DistlockRueidis, DistlockProm, DistlockOtel
 		l, err = d.c.Mutex(key, distlock.WithTTL(d.ttl)).Lock(ctx)
 	}
 	if err != nil {
@@ -322,7 +340,7 @@ func (d *distLocker) Close() error {
 	if d.obs != nil {
 		err = errors.Join(err, d.obs.close())
 	}
-	return errors.Join(err, d.rdb.Close())
+	return errors.Join(err, d.closeClient())
 }
 
 // Client exposes the distlock client (for the scale scenario).
