@@ -30,6 +30,8 @@ func newConn(client rueidis.Client) *conn {
 
 func (c *conn) Sharded() bool { return c.slots != nil }
 
+func (c *conn) AutoPipelines() bool { return true }
+
 // command builds a script call as client sends it: EVALSHA with the
 // call's SHA-1, or, full, EVAL with the script's text. It is routed by its
 // first key (rueidis's builder would panic on keys of several slots,
@@ -69,10 +71,59 @@ func noScript(err error) bool {
 	return ok && e.IsNoScript()
 }
 
-func (c *conn) Eval(ctx context.Context, script *redisbackend.Script, args []any) (any, error) {
-	reply, err := c.client.Do(ctx, command(c.client, script, args, false)).ToAny()
+// Eval: see routed.
+func (c *conn) Eval(ctx context.Context, script *redisbackend.Script, args []any) (reply any, err error) {
+	c.routed(ctx, text(args[3]), func(client rueidis.Client) error {
+		reply, err = eval(ctx, client, script, args)
+		return err
+	})
+	return reply, err
+}
+
+// routed runs do with the client, for a command routed by key. On a
+// Cluster, a command that could not be sent because its master does not
+// answer (it died, and rueidis's own slot map, which it reads again in its
+// own time, still names it) goes again, a few times, to the master that
+// the store's slot map names once read again: right after a failover, a
+// release or an Inspect would otherwise fail.
+func (c *conn) routed(ctx context.Context, key string, do func(rueidis.Client) error) {
+	err := do(c.client)
+	for try := 0; c.slots != nil && c.Unsent(err) && try < unsentRetries && sleep(ctx, unsentBackoff<<try); try++ {
+		if c.slots.load(ctx) != nil {
+			continue
+		}
+		addrs, ok := c.slots.masters(ctx, []string{key})
+		if node := c.client.Nodes()[addrs[0]]; ok[0] && node != nil {
+			err = do(node)
+		}
+	}
+}
+
+// A call not sent is sent again unsentRetries times at most, after
+// unsentBackoff, then twice that, and so on.
+const (
+	unsentRetries = 4
+	unsentBackoff = 50 * time.Millisecond
+)
+
+// sleep waits for d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// eval makes one script call with client: EVALSHA, then EVAL if the
+// server does not have the script.
+func eval(ctx context.Context, client rueidis.Client, script *redisbackend.Script, args []any) (any, error) {
+	reply, err := client.Do(ctx, command(client, script, args, false)).ToAny()
 	if noScript(err) {
-		reply, err = c.client.Do(ctx, command(c.client, script, args, true)).ToAny()
+		reply, err = client.Do(ctx, command(client, script, args, true)).ToAny()
 	}
 	return reply, err
 }
@@ -192,19 +243,24 @@ func (c *conn) Del(ctx context.Context, key string) (int64, error) {
 	return c.client.Do(ctx, c.client.B().Del().Key(key).Build()).AsInt64()
 }
 
-func (c *conn) Subscribers(ctx context.Context, channel string) (int64, error) {
-	cmd := c.client.B().PubsubNumsub().Channel(channel).Build()
-	if c.slots != nil { // sharded subscriptions, counted at the slot's master
-		cmd = c.client.B().PubsubShardnumsub().Channel(channel).Build()
-	}
-	res, err := c.client.Do(ctx, cmd).ToArray()
-	if err != nil {
-		return 0, err
-	}
-	if len(res) != 2 {
-		return 0, errors.New("PUBSUB NUMSUB: unexpected reply")
-	}
-	return res[1].AsInt64()
+func (c *conn) Subscribers(ctx context.Context, channel string) (n int64, err error) {
+	c.routed(ctx, channel, func(client rueidis.Client) error {
+		cmd := client.B().PubsubNumsub().Channel(channel).Build()
+		if c.slots != nil { // sharded subscriptions, counted at the slot's master
+			cmd = client.B().PubsubShardnumsub().Channel(channel).Build()
+		}
+		var res []rueidis.RedisMessage
+		if res, err = client.Do(ctx, cmd).ToArray(); err != nil {
+			return err
+		}
+		if len(res) != 2 {
+			err = errors.New("PUBSUB NUMSUB: unexpected reply")
+			return err
+		}
+		n, err = res[1].AsInt64()
+		return err
+	})
+	return n, err
 }
 
 func (c *conn) Scan(ctx context.Context, match string, fn func(key string)) error {

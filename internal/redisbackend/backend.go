@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,7 +70,11 @@ func New(conn Conn, cfg Config) *Backend {
 	b := &Backend{conn: conn, cfg: cfg, pid: strconv.Itoa(cfg.PID), sharded: sharded, id: hex.EncodeToString(id[:])}
 	b.hostArg, b.pidArg, b.retentionArg, b.modeArg, b.idArg = cfg.Host, b.pid, b.retention(), b.publishMode(), b.id
 	b.notify = newNotifier(conn, sharded, b.id)
-	b.pipe = newPipeliner(conn, pipelineLimit)
+	limit := pipelineLimit
+	if p, ok := conn.(interface{ AutoPipelines() bool }); ok && p.AutoPipelines() {
+		limit = math.MaxInt
+	}
+	b.pipe = newPipeliner(conn, limit)
 	return b
 }
 
