@@ -1,0 +1,42 @@
+package rueidisstore_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redistest"
+	"github.com/distlock/distlock/rueidisstore"
+	"github.com/redis/rueidis"
+)
+
+// BenchmarkMutexLockUnlock is the root package's benchmark of the same
+// name through rueidis: an uncontended Lock and Unlock, one goroutine, with
+// a context that can end (as most callers pass).
+func BenchmarkMutexLockUnlock(b *testing.B) {
+	srv := redistest.Start(b)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	c := distlock.New(rueidisstore.New(client), distlock.WithLogger(nil))
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	names := make([]string, 1024)
+	for i := range names {
+		names[i] = "bench-" + strconv.Itoa(i)
+	}
+	for i := 0; b.Loop(); i++ {
+		l, err := c.Mutex(names[i%len(names)]).Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
