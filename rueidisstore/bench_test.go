@@ -3,6 +3,7 @@ package rueidisstore_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,4 +40,35 @@ func BenchmarkMutexLockUnlock(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkMutexLockUnlockParallel is lockbench's scenario b in one
+// process: 32 goroutines, each on names of its own.
+func BenchmarkMutexLockUnlockParallel(b *testing.B) {
+	srv := redistest.Start(b)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	c := distlock.New(rueidisstore.New(client), distlock.WithLogger(nil))
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	var next atomic.Int64
+	b.SetParallelism(16) // 32 goroutines on 2 cores
+	b.RunParallel(func(pb *testing.PB) {
+		prefix := "bench-" + strconv.FormatInt(next.Add(1), 10) + "-"
+		for i := 0; pb.Next(); i++ {
+			l, err := c.Mutex(prefix + strconv.Itoa(i%64)).Lock(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
