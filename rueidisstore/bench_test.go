@@ -13,20 +13,28 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// BenchmarkMutexLockUnlock is the root package's benchmark of the same
-// name through rueidis: an uncontended Lock and Unlock, one goroutine, with
-// a context that can end (as most callers pass).
-func BenchmarkMutexLockUnlock(b *testing.B) {
+// benchClient returns a Client on a rueidis store of a server of its
+// own, closed when b ends, and a context that can end (as most callers
+// pass), for an hour.
+func benchClient(b *testing.B) (*distlock.Client, context.Context) {
 	srv := redistest.Start(b)
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer client.Close()
+	b.Cleanup(client.Close)
 	c := distlock.New(rueidisstore.New(client), distlock.WithLogger(nil))
-	defer c.Close()
+	b.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-	defer cancel()
+	b.Cleanup(cancel)
+	return c, ctx
+}
+
+// BenchmarkMutexLockUnlock is the root package's benchmark of the same
+// name through rueidis: an uncontended Lock and Unlock, one goroutine, with
+// a context that can end (as most callers pass).
+func BenchmarkMutexLockUnlock(b *testing.B) {
+	c, ctx := benchClient(b)
 	names := make([]string, 1024)
 	for i := range names {
 		names[i] = "bench-" + strconv.Itoa(i)
@@ -45,16 +53,7 @@ func BenchmarkMutexLockUnlock(b *testing.B) {
 // BenchmarkMutexLockUnlockParallel is lockbench's scenario b in one
 // process: 32 goroutines, each on names of its own.
 func BenchmarkMutexLockUnlockParallel(b *testing.B) {
-	srv := redistest.Start(b)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	c := distlock.New(rueidisstore.New(client), distlock.WithLogger(nil))
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-	defer cancel()
+	c, ctx := benchClient(b)
 	var next atomic.Int64
 	b.SetParallelism(16) // 32 goroutines on 2 cores
 	b.RunParallel(func(pb *testing.PB) {
