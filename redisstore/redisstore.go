@@ -70,7 +70,18 @@ func NewRedlock(rdbs []redis.UniversalClient, opts ...Option) store.Store {
 	if o.Err != nil {
 		return redisopt.Invalid(o.Err)
 	}
-	b, err := redlock.New(rdbs, o.Backend())
+	masters := make([]redlock.Master, len(rdbs))
+	for i, rdb := range rdbs {
+		if rdb == nil {
+			continue
+		}
+		masters[i] = redlock.Master{Conn: redisbackend.GoRedis(rdb), ID: rdb}
+		if c, ok := rdb.(*redis.Client); ok {
+			masters[i].Addr = c.Options().Addr
+			masters[i].ID = c.Options().Network + "://" + c.Options().Addr
+		}
+	}
+	b, err := redlock.New(masters, o.Backend())
 	if err != nil {
 		return redisopt.Invalid(err)
 	}

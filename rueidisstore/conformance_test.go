@@ -51,3 +51,17 @@ func TestConformanceCluster(t *testing.T) {
 		return rueidisstore.New(newClient(t, rueidis.ClientOption{InitAddress: cl.Addrs()}))
 	})
 }
+
+func TestConformanceRedlock(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, redistest.Start(t).Addr())
+	}
+	storetest.Run(t, func(t *testing.T) store.Store {
+		var clients []rueidis.Client
+		for _, addr := range addrs {
+			clients = append(clients, newClient(t, rueidis.ClientOption{InitAddress: []string{addr}}))
+		}
+		return rueidisstore.NewRedlock(clients)
+	})
+}

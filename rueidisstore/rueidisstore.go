@@ -17,6 +17,9 @@
 // renews each master's locks apart (a master that does not answer holds
 // up only its own) and sends WAIT to the master of the locks it covers.
 //
+// NewRedlock is redisstore.NewRedlock over rueidis clients: a lock held
+// on a majority of independent masters.
+//
 // A store does not contact Redis until it is used, and never closes the
 // client it is given: close it after the distlock Client. Redis 6.2 or
 // later is required.
@@ -27,6 +30,7 @@ import (
 
 	"github.com/distlock/distlock/internal/redisbackend"
 	"github.com/distlock/distlock/internal/redisopt"
+	"github.com/distlock/distlock/internal/redlock"
 	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/store"
 	"github.com/redis/rueidis"
@@ -47,4 +51,43 @@ func New(client rueidis.Client, opts ...redisstore.Option) store.Store {
 		return redisopt.Invalid(o.Err)
 	}
 	return redisbackend.New(newConn(client), o.Backend())
+}
+
+// NewRedlock returns a store whose locks are held on a majority of the
+// independent Redis masters clients, with the Redlock algorithm, as
+// redisstore.NewRedlock does over go-redis clients: an odd number of
+// standalone (or Sentinel) rueidis clients, at least 3, one per master.
+// It refuses fewer, an even number, one master twice (the same client, or
+// two clients of one address), a Cluster client and WithReplicaAck, with
+// ErrInvalidOption. It serves what redisstore.NewRedlock serves (Mutex,
+// MultiMutex, Inspect, ForceUnlock, Revoke, List) and nothing more.
+func NewRedlock(clients []rueidis.Client, opts ...redisstore.Option) store.Store {
+	o := redisopt.Apply(opts)
+	if o.Replicas > 0 {
+		o.Fail(fmt.Errorf("%w: replica acknowledgement with Redlock: each master stands alone, the quorum is what replicates", store.ErrInvalidOption))
+	}
+	masters := make([]redlock.Master, len(clients))
+	for i, client := range clients {
+		switch {
+		case client == nil:
+			continue
+		case client.Mode() == rueidis.ClientModeCluster:
+			o.Fail(fmt.Errorf("%w: Redlock master %d is a Cluster client: each master must be a standalone or Sentinel one", store.ErrInvalidOption, i))
+			continue
+		}
+		masters[i] = redlock.Master{Conn: newConn(client), ID: client}
+		if client.Mode() == rueidis.ClientModeStandalone {
+			for addr := range client.Nodes() { // a standalone client has one node: its server
+				masters[i].Addr, masters[i].ID = addr, "tcp://"+addr
+			}
+		}
+	}
+	if o.Err != nil {
+		return redisopt.Invalid(o.Err)
+	}
+	b, err := redlock.New(masters, o.Backend())
+	if err != nil {
+		return redisopt.Invalid(err)
+	}
+	return b
 }

@@ -201,9 +201,11 @@ func refusedUnacked(t *testing.T, ctx context.Context, one, two *distlock.Client
 }
 
 // Invalid stores fail every operation with a typed error, and panic on
-// nothing: a nil client, a bad option.
+// nothing: a nil client, a bad option, a Redlock of too few or the same
+// masters, or with replica acknowledgement.
 func TestInvalid(t *testing.T) {
 	srv := redistest.Start(t)
+	client := func() rueidis.Client { return newClient(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}}) }
 	for _, tc := range []struct {
 		name  string
 		store func() *distlock.Client
@@ -213,6 +215,19 @@ func TestInvalid(t *testing.T) {
 		{"bad prefix", func() *distlock.Client {
 			return distlock.New(rueidisstore.New(newClient(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}}),
 				redisstore.WithPrefix("a{b")))
+		}, distlock.ErrInvalidOption},
+		{"redlock of 2", func() *distlock.Client {
+			return distlock.New(rueidisstore.NewRedlock([]rueidis.Client{client(), client()}))
+		}, distlock.ErrInvalidOption},
+		{"redlock with a master twice", func() *distlock.Client {
+			return distlock.New(rueidisstore.NewRedlock([]rueidis.Client{client(), client(), client()}))
+		}, distlock.ErrInvalidOption},
+		{"redlock with a nil client", func() *distlock.Client {
+			return distlock.New(rueidisstore.NewRedlock([]rueidis.Client{client(), nil, client()}))
+		}, distlock.ErrInvalidOption},
+		{"redlock with replica acknowledgement", func() *distlock.Client {
+			return distlock.New(rueidisstore.NewRedlock([]rueidis.Client{client(), client(), client()},
+				redisstore.WithReplicaAck(1, time.Second)))
 		}, distlock.ErrInvalidOption},
 	} {
 		c := tc.store()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/distlock/distlock/internal/redisbackend"
 	"github.com/distlock/distlock/store"
-	"github.com/redis/go-redis/v9"
 )
 
 // Backend implements store.Store over independent Redis masters, with
@@ -35,14 +34,24 @@ type node struct {
 	addr string // for messages: the address, or "node <i>"
 }
 
-// New returns a Backend on the masters rdbs, each with a redisbackend.Backend
+// A Master is one Redis master of a quorum: the Conn to it, what
+// identifies it (two Masters of one ID are one master: the same client, or
+// two clients of one address) and its address, for messages ("" if not
+// known). A nil Conn is refused.
+type Master struct {
+	Conn redisbackend.Conn
+	ID   any
+	Addr string
+}
+
+// New returns a Backend on masters, each with a redisbackend.Backend
 // configured by cfg. It refuses (with an error wrapping
 // store.ErrInvalidOption) fewer than 3 masters, an even number of them, a
-// nil client, and a master given twice (the same client, or two clients of
-// one address): the quorum would not mean what it says. The Backend it
-// returns is usable (on the valid clients) even then, so that a caller
-// that reports the error later does not have to handle a nil one.
-func New(rdbs []redis.UniversalClient, cfg redisbackend.Config) (*Backend, error) {
+// nil Conn, and a master given twice: the quorum would not mean what it
+// says. The Backend it returns is usable (on the valid masters) even
+// then, so that a caller that reports the error later does not have to
+// handle a nil one.
+func New(masters []Master, cfg redisbackend.Config) (*Backend, error) {
 	var err error
 	fail := func(format string, args ...any) {
 		if err == nil {
@@ -50,29 +59,28 @@ func New(rdbs []redis.UniversalClient, cfg redisbackend.Config) (*Backend, error
 		}
 	}
 	switch {
-	case len(rdbs) < 3:
-		fail("Redlock needs at least 3 Redis masters, got %d", len(rdbs))
-	case len(rdbs)%2 == 0:
-		fail("Redlock needs an odd number of Redis masters, got %d (an even number tolerates no more failures than one fewer)", len(rdbs))
+	case len(masters) < 3:
+		fail("Redlock needs at least 3 Redis masters, got %d", len(masters))
+	case len(masters)%2 == 0:
+		fail("Redlock needs an odd number of Redis masters, got %d (an even number tolerates no more failures than one fewer)", len(masters))
 	}
 	b := &Backend{}
 	seen := map[any]int{}
-	for i, rdb := range rdbs {
-		if rdb == nil {
+	for i, m := range masters {
+		if m.Conn == nil {
 			fail("Redlock master %d is a nil client", i)
 			continue
 		}
-		addr, id := fmt.Sprintf("node %d", i), any(rdb)
-		if c, ok := rdb.(*redis.Client); ok {
-			addr = c.Options().Addr
-			id = c.Options().Network + "://" + addr
+		addr := m.Addr
+		if addr == "" {
+			addr = fmt.Sprintf("node %d", i)
 		}
-		if j, dup := seen[id]; dup {
+		if j, dup := seen[m.ID]; dup {
 			fail("Redlock masters %d and %d are the same (%s)", j, i, addr)
 			continue
 		}
-		seen[id] = i
-		b.nodes = append(b.nodes, node{Backend: redisbackend.New(redisbackend.GoRedis(rdb), cfg), i: len(b.nodes), addr: addr})
+		seen[m.ID] = i
+		b.nodes = append(b.nodes, node{Backend: redisbackend.New(m.Conn, cfg), i: len(b.nodes), addr: addr})
 	}
 	b.quorum = len(b.nodes)/2 + 1
 	b.err = err
