@@ -126,6 +126,23 @@ func TestClusterKilledMaster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Another client, which takes a lock of the slot before the
+			// failover and none after it until the end: nothing of its own
+			// tells it that the master changed.
+			other := distlock.New(rueidisstore.New(newClient(t, rueidis.ClientOption{InitAddress: cl.Addrs()}), opts...),
+				distlock.WithLogger(nil))
+			closeAtEnd(t, other)
+			sameSlot := ""
+			for i := 0; sameSlot == ""; i++ {
+				if n := fmt.Sprint(name, "-", i); redisbackend.Slot(n) == slot {
+					sameSlot = n
+				}
+			}
+			if o, err := other.Mutex(sameSlot).Lock(ctx); err != nil {
+				t.Fatal(err)
+			} else if err := o.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
 			if n, err := master.Client(t).Wait(ctx, ack+1, 5000).Result(); err != nil || n != int64(ack+1) {
 				t.Fatalf("WAIT %d on the master: %d, %v", ack+1, n, err)
 			}
@@ -154,6 +171,11 @@ func TestClusterKilledMaster(t *testing.T) {
 			}
 			if err := l.Unlock(ctx); err != nil {
 				t.Fatalf("Unlock: %v", err)
+			}
+			if o, err := other.Mutex(sameSlot).TryLock(ctx); err != nil {
+				t.Fatalf("the other client, after the failover: TryLock %s: %v", sameSlot, err)
+			} else if err := o.Unlock(ctx); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,25 +188,47 @@ func (c *conn) EvalAcked(ctx context.Context, calls []*redisbackend.Call, replic
 		return
 	}
 	redisbackend.SendAcked(ctx, c, calls, func(addr string, calls []*redisbackend.Call, asking map[*redisbackend.Call]bool) {
-		first := addr == ""
-		if first {
-			addrs, ok := c.slots.masters(ctx, []string{text(calls[0].Args[3])})
-			if !ok[0] {
-				failCalls(calls, errNoMaster)
-				return
+		if addr != "" {
+			if node := c.client.Nodes()[addr]; node != nil {
+				pipeline(ctx, node, calls, asking, replicas, timeout)
 			}
-			addr = addrs[0]
-		}
-		node := c.client.Nodes()[addr]
-		switch {
-		case node == nil && first:
-			failCalls(calls, errNoMaster)
-			return
-		case node == nil:
 			return // a redirection to a node not known: it stays the outcome
 		}
-		pipeline(ctx, node, calls, asking, replicas, timeout)
+		// The master of the calls' slot, as the store's slot map says: read
+		// again when it does not know it, or when it named a master that
+		// could not be reached (a failover), before each try again.
+		key := text(calls[0].Args[3])
+		unsent := calls
+		for try := 0; ; try++ {
+			node := c.masterOf(ctx, key)
+			if node == nil {
+				failCalls(unsent, errNoMaster)
+			} else {
+				pipeline(ctx, node, unsent, asking, replicas, timeout)
+			}
+			unsent = slices.DeleteFunc(slices.Clone(unsent), func(call *redisbackend.Call) bool {
+				return !c.Unsent(call.Err) && !errors.Is(call.Err, errNoMaster)
+			})
+			if len(unsent) == 0 || try == unsentRetries || !sleep(ctx, unsentBackoff<<try) || c.slots.load(ctx) != nil {
+				return
+			}
+		}
 	})
+}
+
+// masterOf returns the client of the master of key's slot, as the store's
+// slot map names it, reading the map again if the client does not know
+// that master; nil if it still does not.
+func (c *conn) masterOf(ctx context.Context, key string) rueidis.Client {
+	for try := 0; ; try++ {
+		addrs, ok := c.slots.masters(ctx, []string{key})
+		if node := c.client.Nodes()[addrs[0]]; ok[0] && node != nil {
+			return node
+		}
+		if try > 0 || c.slots.load(ctx) != nil {
+			return nil
+		}
+	}
 }
 
 var errNoMaster = errors.New("rueidisstore: the master of the slot is unknown")
@@ -267,21 +290,46 @@ func (c *conn) Scan(ctx context.Context, match string, fn func(key string)) erro
 	if c.slots == nil {
 		return scan(ctx, c.client, match, fn)
 	}
-	addrs, err := c.slots.all(ctx)
+	nodes, err := c.masterNodes(ctx)
 	if err != nil {
 		return err
 	}
-	nodes := c.client.Nodes()
-	for _, addr := range addrs {
-		node := nodes[addr]
-		if node == nil {
-			return errors.New("rueidisstore: master " + addr + " not known to the client")
-		}
+	for _, node := range nodes {
 		if err := scan(ctx, node, match, fn); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// masterNodes returns the clients of every master of the store's slot
+// map, reading the map again, once, if the client does not know one of
+// them (a failover).
+func (c *conn) masterNodes(ctx context.Context) ([]rueidis.Client, error) {
+	for try := 0; ; try++ {
+		addrs, err := c.slots.all(ctx)
+		if err != nil {
+			return nil, err
+		}
+		known := c.client.Nodes()
+		nodes, missing := make([]rueidis.Client, 0, len(addrs)), ""
+		for _, addr := range addrs {
+			if node := known[addr]; node != nil {
+				nodes = append(nodes, node)
+			} else {
+				missing = addr
+			}
+		}
+		switch {
+		case missing == "":
+			return nodes, nil
+		case try > 0:
+			return nil, errors.New("rueidisstore: master " + missing + " not known to the client")
+		}
+		if err := c.slots.load(ctx); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // scan calls fn with every key of client's node that matches match.

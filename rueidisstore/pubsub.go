@@ -16,12 +16,19 @@ func (c *conn) Subscribe(sharded bool) redisbackend.PubSub {
 }
 
 // pubSub is a redisbackend.PubSub on a dedicated rueidis connection,
-// whose hooks pass every message and subscription to events. A
-// connection that dies is replaced, and the channels subscribed again
-// (their confirmations come as events, as they do on go-redis), until
-// the pubSub is closed. A sharded one (SSUBSCRIBE) is on the master of its
-// channels' slot, which rueidis picks at its first command: its channels
-// all live in one slot (the backend groups them so).
+// whose hooks pass every message and subscription to events. One
+// goroutine (supervise) replaces a connection that dies, backing off
+// between tries, and subscribes the channels again (their confirmations
+// come as events, as they do on go-redis), until the pubSub is closed. A
+// sharded one (SSUBSCRIBE) is on the master of its channels' slot, which
+// rueidis picks at its first command: its channels all live in one slot
+// (the backend groups them so).
+//
+// A dedicated connection comes from rueidis's pool of connections for
+// blocking commands, which WAIT under replica acknowledgement uses too
+// (1,024 per node by default, ClientOption.BlockingPoolSize): each
+// PubSub keeps one for as long as it lasts, one per process, and on a
+// Cluster one per slot with waiters in the process.
 type pubSub struct {
 	client  rueidis.Client
 	sharded bool
@@ -30,10 +37,11 @@ type pubSub struct {
 
 	mu       sync.Mutex
 	channels map[string]bool         // subscribed, or to subscribe again on a new connection
-	dc       rueidis.DedicatedClient // nil until the first Subscribe, and while connecting again
-	release  func()
+	dc       rueidis.DedicatedClient // nil until the first Subscribe
+	release  func()                  // dc's
+	died     <-chan error            // dc's hooks' end: an error if its connection died
 	closed   bool
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // supervise
 }
 
 // push passes e to the reader, unless the pubSub is closed.
@@ -60,58 +68,95 @@ func (p *pubSub) hooks() rueidis.PubSubHooks {
 	}
 }
 
-// connect makes a dedicated connection with p's hooks, and watches it
-// until it dies, then connects again; p.mu is held.
+// connect makes a dedicated connection with p's hooks (outside p.mu:
+// rueidis may dial there) and makes it p's, releasing the one before. It
+// returns nil if p was closed meanwhile.
 func (p *pubSub) connect() rueidis.DedicatedClient {
 	dc, release := p.client.Dedicate()
 	died := dc.SetPubSubHooks(p.hooks())
-	p.dc, p.release = dc, release
-	p.wg.Add(1)
-	go p.watch(dc, died)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		release()
+		return nil
+	}
+	old := p.release
+	first := p.dc == nil
+	p.dc, p.release, p.died = dc, release, died
+	if first {
+		p.wg.Add(1)
+		go p.supervise()
+	}
+	p.mu.Unlock()
+	if old != nil {
+		old()
+	}
 	return dc
 }
 
-// watch waits for the connection dc to die (or to be released), and then,
-// unless p is closed, connects again and subscribes p's channels there,
-// backing off between failed tries.
-func (p *pubSub) watch(dc rueidis.DedicatedClient, died <-chan error) {
+// supervise waits for p's connection to die, then connects again and
+// subscribes p's channels there, backing off between failed tries (the
+// connection's own end, when its server is down, comes at once), until p
+// is closed.
+func (p *pubSub) supervise() {
 	defer p.wg.Done()
-	err, ok := <-died
-	if !ok || err == nil {
-		return // released: closed, or replaced
-	}
-	delay := 50 * time.Millisecond
+	delay := minBackoff
 	for {
 		p.mu.Lock()
-		if p.closed || p.dc != dc {
-			p.mu.Unlock()
-			return
-		}
-		p.release()
-		channels := make([]string, 0, len(p.channels))
-		for ch := range p.channels {
-			channels = append(channels, ch)
-		}
-		next := p.connect()
+		died := p.died
 		p.mu.Unlock()
-		if len(channels) == 0 {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := next.Do(ctx, p.subscribe(next, channels)).Error()
-		cancel()
-		if err == nil {
-			return // next's own watch takes over
-		}
-		dc = next
 		select {
-		case <-time.After(delay):
+		case err := <-died:
+			if err == nil { // released (p replaced it, or Close)
+				p.mu.Lock()
+				replaced := p.died != died
+				p.mu.Unlock()
+				if replaced {
+					continue
+				}
+			}
 		case <-p.done:
 			return
 		}
-		delay = min(2*delay, time.Second)
+		for {
+			select {
+			case <-time.After(delay):
+			case <-p.done:
+				return
+			}
+			delay = min(2*delay, maxBackoff)
+			next := p.connect()
+			if next == nil {
+				return
+			}
+			p.mu.Lock()
+			channels := make([]string, 0, len(p.channels))
+			for ch := range p.channels {
+				channels = append(channels, ch)
+			}
+			p.mu.Unlock()
+			if len(channels) == 0 {
+				break
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+			err := next.Do(ctx, p.subscribe(next, channels)).Error()
+			cancel()
+			if err == nil {
+				delay = minBackoff
+				break
+			}
+		}
 	}
 }
+
+// A pubSub connects again after minBackoff, then twice that, up to
+// maxBackoff; commandTimeout bounds its own commands (a subscription
+// again, an unsubscription).
+const (
+	minBackoff     = 50 * time.Millisecond
+	maxBackoff     = time.Second
+	commandTimeout = time.Second
+)
 
 func (p *pubSub) Subscribe(ctx context.Context, channels ...string) error {
 	p.mu.Lock()
@@ -123,10 +168,12 @@ func (p *pubSub) Subscribe(ctx context.Context, channels ...string) error {
 		p.channels[ch] = true
 	}
 	dc := p.dc
-	if dc == nil {
-		dc = p.connect()
-	}
 	p.mu.Unlock()
+	if dc == nil {
+		if dc = p.connect(); dc == nil {
+			return rueidis.ErrClosing
+		}
+	}
 	return dc.Do(ctx, p.subscribe(dc, channels)).Error()
 }
 
@@ -138,6 +185,9 @@ func (p *pubSub) subscribe(dc rueidis.DedicatedClient, channels []string) rueidi
 	return dc.B().Subscribe().Channel(channels...).Build()
 }
 
+// Unsubscribe waits commandTimeout at most for the server's answer:
+// rueidis waits for it, where go-redis only writes the command, and the
+// backend calls it while other watches wait.
 func (p *pubSub) Unsubscribe(ctx context.Context, channel string) error {
 	p.mu.Lock()
 	delete(p.channels, channel)
@@ -146,6 +196,8 @@ func (p *pubSub) Unsubscribe(ctx context.Context, channel string) error {
 	if dc == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
 	if p.sharded {
 		return dc.Do(ctx, dc.B().Sunsubscribe().Channel(channel).Build()).Error()
 	}
@@ -184,6 +236,8 @@ func (p *pubSub) Run(fn func(redisbackend.Event)) {
 	}
 }
 
+// Close ends the reader and the supervisor first (hooks blocked on a full
+// channel of events give up), then releases the connection, outside p.mu.
 func (p *pubSub) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -192,10 +246,11 @@ func (p *pubSub) Close() error {
 	}
 	p.closed = true
 	close(p.done)
-	if p.release != nil {
-		p.release()
-	}
+	release := p.release
 	p.mu.Unlock()
+	if release != nil {
+		release()
+	}
 	p.wg.Wait()
 	return nil
 }

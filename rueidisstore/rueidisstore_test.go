@@ -51,6 +51,23 @@ func awaitWaiting(t *testing.T, ctx context.Context, waiting <-chan string) {
 	}
 }
 
+// lockAsync calls l.Lock in a goroutine, and Unlock once it holds it;
+// it returns once the client reports waiting (on waiting), and the
+// channel that the outcome comes on.
+func lockAsync(t *testing.T, ctx context.Context, l distlock.Locker, waiting <-chan string) <-chan error {
+	t.Helper()
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Lock(ctx)
+		if err == nil {
+			err = lease.Unlock(ctx)
+		}
+		got <- err
+	}()
+	awaitWaiting(t, ctx, waiting)
+	return got
+}
+
 // lockOf returns c's lock name: a Mutex for kind "mutex", a FairMutex
 // for "fair", both with the lease holdLong.
 func lockOf(c *distlock.Client, kind, name string) distlock.Locker {
@@ -131,15 +148,7 @@ func TestWaiterSurvivesAKilledSubscription(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Lock: %v", kind, err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			l, err := lockOf(waiter, kind, name).Lock(ctx)
-			if err == nil {
-				err = l.Unlock(ctx)
-			}
-			got <- err
-		}()
-		awaitWaiting(t, ctx, waiting)
+		got := lockAsync(t, ctx, lockOf(waiter, kind, name), waiting)
 		n, err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
 		if err != nil || n == 0 {
 			t.Fatalf("%s: CLIENT KILL TYPE pubsub: %d, %v", kind, n, err)
@@ -150,6 +159,40 @@ func TestWaiterSurvivesAKilledSubscription(t *testing.T) {
 		if err := <-got; err != nil {
 			t.Fatalf("%s: the waiter: %v", kind, err)
 		}
+	}
+}
+
+// A client whose server goes down while it waits: its waiter may fail
+// with ErrBackend; once the server is back (empty: the lock went with it),
+// the client takes the lock. (TestPubSubAcrossAnOutage checks that its
+// pub/sub connection tries again at a bounded rate meanwhile.)
+func TestWaiterAcrossAnOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	waiter, waiting := waitingClient(t, srv.Addr())
+	holder := distlock.New(redisstore.New(srv.Client(t)), distlock.WithLogger(nil))
+	closeAtEnd(t, holder)
+	if _, err := holder.Mutex("outage", distlock.WithTTL(holdLong)).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := lockAsync(t, ctx, waiter.Mutex("outage"), waiting)
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the outage
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil && !errors.Is(err, distlock.ErrBackend) {
+		t.Fatalf("the waiter: %v, want the lock or ErrBackend", err)
+	}
+	l, err := waiter.Mutex("outage").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock after the outage: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -58,13 +58,13 @@ func (m *slotMap) load(ctx context.Context) error {
 // slots' masters, until one answers: after a failover, some are gone.
 func (m *slotMap) read(ctx context.Context) ([]string, error) {
 	err := errors.New("rueidisstore: no node known")
-	for _, node := range m.client.Nodes() {
+	for asked, node := range m.client.Nodes() {
 		nctx, cancel := context.WithTimeout(ctx, nodeTimeout)
 		var ranges []rueidis.RedisMessage
 		ranges, err = node.Do(nctx, node.B().ClusterSlots().Build()).ToArray()
 		cancel()
 		if err == nil {
-			return parseSlots(ranges)
+			return parseSlots(ranges, asked)
 		}
 		if ctx.Err() != nil {
 			break
@@ -76,8 +76,10 @@ func (m *slotMap) read(ctx context.Context) ([]string, error) {
 // nodeTimeout bounds a node's answer to CLUSTER SLOTS.
 const nodeTimeout = time.Second
 
-// parseSlots reads a reply to CLUSTER SLOTS.
-func parseSlots(ranges []rueidis.RedisMessage) ([]string, error) {
+// parseSlots reads a reply to CLUSTER SLOTS from the node at asked. A
+// master whose host the reply leaves empty is on asked's host (as rueidis
+// reads it too); one whose endpoint is unknown ("?") serves no slot here.
+func parseSlots(ranges []rueidis.RedisMessage, asked string) ([]string, error) {
 	master := make([]string, 16384)
 	for _, r := range ranges {
 		f, err := r.ToArray()
@@ -94,6 +96,12 @@ func parseSlots(ranges []rueidis.RedisMessage) ([]string, error) {
 		port, err := node[1].AsInt64()
 		if err != nil {
 			return nil, errors.New("rueidisstore: CLUSTER SLOTS: unexpected reply")
+		}
+		switch host {
+		case "?":
+			continue
+		case "":
+			host, _, _ = net.SplitHostPort(asked)
 		}
 		addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
 		for s := first; s <= last; s++ {

@@ -9,7 +9,8 @@ import (
 // A Conn is the Redis client under a Backend: the few things the backend
 // asks of Redis, whichever client library carries them. GoRedis makes one
 // of a go-redis client; a Conn of another library lives in a module of its
-// own (so that nobody builds a client they do not use), and passes the
+// own (so that go-redis users do not build it; its users still build
+// go-redis, which this package imports for GoRedis), and passes the
 // same tests.
 //
 // A script call's args are those of EVALSHA as callArgs builds them:
