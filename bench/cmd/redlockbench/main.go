@@ -100,9 +100,12 @@ func main() {
 	for _, lib := range quorumbench.Libs {
 		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f ms | %.2f ms |\n", lib, med(single, lib), med(par, lib), med(p50, lib), med(p90, lib))
 	}
-	d, r := quorumbench.Distlock, quorumbench.Redsync
-	fmt.Fprintf(&b, "| **distlock ÷ redsync** (ratio of the medians) | **%.2f×** | **%.2f×** | **%.1f× faster** | **%.1f× faster** |\n\n",
-		med(single, d)/med(single, r), med(par, d)/med(par, r), med(p50, r)/med(p50, d), med(p90, r)/med(p90, d))
+	r := quorumbench.Redsync
+	for _, d := range []string{quorumbench.Distlock, quorumbench.DistlockRueidis} {
+		fmt.Fprintf(&b, "| **%s ÷ redsync** (ratio of the medians) | **%.2f×** | **%.2f×** | **%.1f× faster** | **%.1f× faster** |\n",
+			d, med(single, d)/med(single, r), med(par, d)/med(par, r), med(p50, r)/med(p50, d), med(p90, r)/med(p90, d))
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "Machine: %d CPUs, %s/%s. %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, pinning(serverCPUs))
 	fmt.Print(b.String())
 }

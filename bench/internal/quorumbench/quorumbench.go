@@ -18,20 +18,26 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redisstore"
+	"github.com/distlock/distlock/rueidisstore"
+	"github.com/distlock/distlock/store"
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
 // The libraries.
 const (
 	Distlock = "distlock"
-	Redsync  = "redsync"
+	// DistlockRueidis is rueidisstore.NewRedlock: distlock's Redlock over
+	// rueidis clients.
+	DistlockRueidis = "distlock-rueidis"
+	Redsync         = "redsync"
 )
 
 // Libs are the libraries compared, in report order.
-var Libs = []string{Distlock, Redsync}
+var Libs = []string{Distlock, DistlockRueidis, Redsync}
 
 // TTL is the lease of every lock.
 const TTL = 10 * time.Second
@@ -61,23 +67,28 @@ func New(lib string, addrs []string) (Locker, error) {
 	}
 	switch lib {
 	case Distlock:
-		waiting := make(chan struct{}, 1)
 		var u []redis.UniversalClient
 		for _, r := range rdbs {
 			u = append(u, r)
 		}
-		c := distlock.New(redisstore.NewRedlock(u), distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
-			if e.Kind == distlock.EventWaiting {
-				select {
-				case waiting <- struct{}{}:
-				default:
-				}
+		return newDistLocker(redisstore.NewRedlock(u), closeAll)
+	case DistlockRueidis:
+		var clients []rueidis.Client
+		closeRueidis := func() error {
+			for _, c := range clients {
+				c.Close()
 			}
-		}))
-		if err := c.Err(); err != nil {
-			return nil, err
+			return closeAll()
 		}
-		return &distLocker{c: c, waiting: waiting, close: closeAll}, nil
+		for _, a := range addrs {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{a}})
+			if err != nil {
+				_ = closeRueidis()
+				return nil, err
+			}
+			clients = append(clients, c)
+		}
+		return newDistLocker(rueidisstore.NewRedlock(clients), closeRueidis)
 	case Redsync:
 		var pools []redsyncredis.Pool
 		for _, r := range rdbs {
@@ -86,6 +97,24 @@ func New(lib string, addrs []string) (Locker, error) {
 		return &redsyncLocker{rs: redsync.New(pools...), close: closeAll}, nil
 	}
 	return nil, fmt.Errorf("unknown library %q (want %v)", lib, Libs)
+}
+
+// newDistLocker returns a Locker of distlock on s; closeClients closes
+// the clients under s.
+func newDistLocker(s store.Store, closeClients func() error) (Locker, error) {
+	waiting := make(chan struct{}, 1)
+	c := distlock.New(s, distlock.WithLogger(nil), distlock.WithEventHandler(func(e distlock.Event) {
+		if e.Kind == distlock.EventWaiting {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	if err := c.Err(); err != nil {
+		return nil, errors.Join(err, closeClients())
+	}
+	return &distLocker{c: c, waiting: waiting, close: closeClients}, nil
 }
 
 type distLocker struct {
