@@ -169,12 +169,27 @@ func (p *pubSub) Subscribe(ctx context.Context, channels ...string) error {
 	}
 	dc := p.dc
 	p.mu.Unlock()
-	if dc == nil {
+	fresh := dc == nil
+	if fresh {
 		if dc = p.connect(); dc == nil {
 			return rueidis.ErrClosing
 		}
 	}
-	return dc.Do(ctx, p.subscribe(dc, channels)).Error()
+	err := dc.Do(ctx, p.subscribe(dc, channels)).Error()
+	if _, refused := rueidis.IsRedisErr(err); err != nil && !fresh && !refused && ctx.Err() == nil {
+		p.mu.Lock()
+		closed := p.closed
+		p.mu.Unlock()
+		if !closed {
+			// The connection that worked is gone (or was just replaced):
+			// supervise subscribes p's channels, these among them, on the
+			// next one, and the confirmation comes as an event, as
+			// go-redis's does when it subscribes again after a
+			// reconnection. (A first connection's failure is the error.)
+			return nil
+		}
+	}
+	return err
 }
 
 // subscribe returns the command that subscribes to channels on dc.

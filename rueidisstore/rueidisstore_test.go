@@ -64,7 +64,13 @@ func lockAsync(t *testing.T, ctx context.Context, l distlock.Locker, waiting <-c
 		}
 		got <- err
 	}()
-	awaitWaiting(t, ctx, waiting)
+	select {
+	case <-waiting:
+	case err := <-got:
+		t.Fatalf("Lock returned before it waited: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the waiter never reported waiting")
+	}
 	return got
 }
 
