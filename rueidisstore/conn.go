@@ -89,7 +89,7 @@ func (c *conn) Eval(ctx context.Context, script *redisbackend.Script, args []any
 // release or an Inspect would otherwise fail.
 func (c *conn) routed(ctx context.Context, key string, do func(rueidis.Client) error) {
 	err := do(c.client)
-	for try := 0; c.slots != nil && c.Unsent(err) && try < unsentRetries && sleep(ctx, unsentBackoff<<try); try++ {
+	for try := 0; c.slots != nil && c.Unsent(err) && try < unsentRetries && redisbackend.Sleep(ctx, unsentBackoff<<try); try++ {
 		if c.slots.load(ctx) != nil {
 			continue
 		}
@@ -106,18 +106,6 @@ const (
 	unsentRetries = 4
 	unsentBackoff = 50 * time.Millisecond
 )
-
-// sleep waits for d, or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 // eval makes one script call with client: EVALSHA, then EVAL if the
 // server does not have the script.
@@ -209,7 +197,7 @@ func (c *conn) EvalAcked(ctx context.Context, calls []*redisbackend.Call, replic
 			unsent = slices.DeleteFunc(slices.Clone(unsent), func(call *redisbackend.Call) bool {
 				return !c.Unsent(call.Err) && !errors.Is(call.Err, errNoMaster)
 			})
-			if len(unsent) == 0 || try == unsentRetries || !sleep(ctx, unsentBackoff<<try) || c.slots.load(ctx) != nil {
+			if len(unsent) == 0 || try == unsentRetries || !redisbackend.Sleep(ctx, unsentBackoff<<try) || c.slots.load(ctx) != nil {
 				return
 			}
 		}

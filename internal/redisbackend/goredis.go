@@ -158,7 +158,7 @@ func (g *goRedis) pipelineAcked(ctx context.Context, client redis.Cmdable, calls
 		}
 		_, err := pipe.Exec(ctx)
 		var op *net.OpError
-		if try == dialRetries || !errors.As(err, &op) || op.Op != "dial" || !sleep(ctx, dialBackoff<<try) {
+		if try == dialRetries || !errors.As(err, &op) || op.Op != "dial" || !Sleep(ctx, dialBackoff<<try) {
 			break
 		}
 	}
@@ -177,8 +177,9 @@ const (
 	dialBackoff = 8 * time.Millisecond
 )
 
-// sleep waits for d, or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits for d, or until ctx ends; it reports whether d passed. It
+// is for a Conn's retries.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
