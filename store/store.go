@@ -95,7 +95,8 @@ type Store interface {
 	// store allows: a request with r.Queue > 0 refreshes a place, any
 	// other sets the lease of a held lock. It calls report once for each
 	// request, as soon as its outcome is known (possibly from several
-	// goroutines at once), and returns after the last call.
+	// goroutines at once), and returns after the last call. It must not
+	// keep rs: the caller reuses it once Renew has returned.
 	//
 	// A lease is set to r.Lease if the lock is still owned by r.Owner.
 	// err is nil when the lease was set (by this request, or by an earlier

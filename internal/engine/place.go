@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"errors"
 	"math"
 	"time"
@@ -82,7 +81,7 @@ func (r *renewer) addPlace(h *Hold, sent time.Duration) bool {
 	h.sends = []sendTime{{1, sent}}
 	h.base, h.deadline, h.renewAt = never, never, never
 	h.schedule()
-	heap.Push(&r.holds, h)
+	r.holds.push(h)
 	return true
 }
 
@@ -109,7 +108,7 @@ func (r *renewer) nextRefresh(h *Hold, sent, holderTTL time.Duration) {
 		h.renewAt = min(h.renewAt, r.e.now()+holderTTL+time.Millisecond)
 	}
 	h.schedule()
-	heap.Fix(&r.holds, h.index)
+	r.holds.fix(h)
 	r.arm(h.next)
 }
 
@@ -150,7 +149,7 @@ func (r *renewer) settlePlace(h *Hold, seq uint64, sent time.Duration, g Grant, 
 		h.inflight = false
 		h.renewAt = r.e.now() + retryDelay(placePeriod(h))
 		h.schedule()
-		heap.Fix(&r.holds, h.index)
+		r.holds.fix(h)
 		r.arm(h.next)
 	}
 }

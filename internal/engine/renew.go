@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +35,10 @@ type renewer struct {
 	armedAt time.Duration // when the timer fires; valid if armed
 	armed   bool
 	stopped bool
+	// spare is the largest requests buffer of a finished batch, for the
+	// next: a tick may renew a million locks, and a new buffer each time
+	// is that much fresh memory to fault in.
+	spare []Request
 }
 
 func newRenewer(e *Engine) *renewer {
@@ -58,7 +61,7 @@ func (r *renewer) add(h *Hold, sent time.Duration) (added, late bool) {
 	h.deadline = h.base
 	h.renewAt = renewTime(sent, h.lease)
 	h.schedule()
-	heap.Push(&r.holds, h)
+	r.holds.push(h)
 	r.arm(h.next)
 	return true, r.e.now() >= h.deadline
 }
@@ -91,7 +94,7 @@ func (r *renewer) endLocked(h *Hold, cause error) bool {
 	}
 	h.done, h.cause = true, cause
 	if h.index >= 0 {
-		heap.Remove(&r.holds, h.index)
+		r.holds.remove(h)
 	}
 	if h.placed {
 		close(h.settled)
@@ -108,7 +111,7 @@ func (r *renewer) stop() (holds, places []*Hold) {
 	r.stopped = true
 	r.timer.Stop()
 	for len(r.holds) > 0 {
-		h := heap.Pop(&r.holds).(*Hold)
+		h := r.holds.pop()
 		h.done, h.cause = true, ErrClosed
 		if h.placed {
 			close(h.settled)
@@ -196,7 +199,7 @@ func (r *renewer) setDeadline(h *Hold) {
 	}
 	h.schedule()
 	if h.index >= 0 {
-		heap.Fix(&r.holds, h.index)
+		r.holds.fix(h)
 	}
 	r.arm(h.next)
 }
@@ -213,8 +216,21 @@ func (r *renewer) fire() {
 	r.armed = false
 	var lost []*Hold
 	var batch []renewal
+	var reqs []Request
+	if due := r.holds.due(now); due > 0 {
+		batch = make([]renewal, 0, due)
+		switch {
+		case cap(r.spare) >= due && cap(r.spare) <= 4*due+1024:
+			reqs, r.spare = r.spare, nil
+		case cap(r.spare) > 4*len(r.holds)+1024:
+			r.spare = nil // far more than the holds need now: let it go
+			fallthrough
+		default:
+			reqs = make([]Request, 0, due)
+		}
+	}
 	for len(r.holds) > 0 && r.holds[0].next <= now {
-		h := r.holds[0]
+		h := r.holds[0].h
 		if h.deadline <= now {
 			r.endLocked(h, deadlineCause(h))
 			lost = append(lost, h)
@@ -222,13 +238,15 @@ func (r *renewer) fire() {
 		}
 		h.inflight = true
 		if h.placed {
-			batch = append(batch, renewal{h: h, place: true, req: r.refreshPlace(h, now)})
+			batch = append(batch, renewal{h: h, place: true})
+			reqs = append(reqs, r.refreshPlace(h, now))
 			h.schedule()
-			heap.Fix(&r.holds, h.index)
+			r.holds.fix(h)
 			continue
 		}
 		seq := r.send(h, now, h.lease)
-		batch = append(batch, renewal{h: h, req: h.request(Request{Lease: h.lease, Seq: seq})})
+		batch = append(batch, renewal{h: h})
+		reqs = append(reqs, h.request(Request{Lease: h.lease, Seq: seq}))
 	}
 	if len(r.holds) > 0 {
 		r.arm(r.holds[0].next)
@@ -239,15 +257,14 @@ func (r *renewer) fire() {
 		r.e.lost(h, true)
 	}
 	if len(batch) > 0 {
-		r.e.spawn(func() { r.renewBatch(batch, now) })
+		r.e.spawn(func() { r.renewBatch(batch, reqs, now) })
 	}
 }
 
-// A renewal is one hold's request in a batch: a lease's renewal, or a
-// place's refresh.
+// A renewal is one hold's part in a batch: a lease's renewal, or a place's
+// refresh. Its request is at the same position in the batch's requests.
 type renewal struct {
 	h        *Hold
-	req      Request
 	place    bool
 	reported bool
 }
@@ -255,7 +272,7 @@ type renewal struct {
 // renewBatch renews the holds of one batch in one backend call, taking
 // each outcome as it comes: a store that answers for some locks and not
 // others (a Cluster with one node down) costs only the others.
-func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
+func (r *renewer) renewBatch(batch []renewal, reqs []Request, sent time.Duration) {
 	// A reply later than the last deadline of the batch is of no use to it
 	// (a place's refresh: than the place's expiry).
 	last := sent
@@ -271,14 +288,10 @@ func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
 	ctx, cancel := r.e.detach(context.Background(), last-sent)
 	defer cancel()
 
-	reqs := make([]Request, len(batch))
-	for i, b := range batch {
-		reqs[i] = b.req
-	}
 	var events []Event
 	var lost []*Hold
 	settle := func(i int, g Grant, err error) {
-		b := &batch[i]
+		b, req := &batch[i], &reqs[i]
 		if b.reported {
 			return
 		}
@@ -287,11 +300,14 @@ func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
 		if b.place {
 			// A refresh overtaken by the grant, or by the end, is of no use.
 			if h.placed && !h.done {
-				r.settlePlace(h, b.req.Seq, sent, g, err)
+				r.settlePlace(h, req.Seq, sent, g, err)
 			}
 			return
 		}
-		if r.settle(h, b.req.Seq, sent, b.req.Lease, err) {
+		// Not in flight any more: settle then places h by its next renewal
+		// (or its deadline), in one move.
+		h.inflight = false
+		if r.settle(h, req.Seq, sent, req.Lease, err) {
 			r.endLocked(h, lostErr(LossGone, "renewal found it no longer held by this owner"))
 			lost = append(lost, h)
 			return
@@ -299,19 +315,18 @@ func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
 		if h.done {
 			return
 		}
-		h.inflight = false
 		if err != nil && !errors.Is(err, ErrSuperseded) {
 			now := r.e.now()
 			h.renewAt = now + retryDelay(h.lease)
+			h.schedule()
+			if h.index >= 0 {
+				r.holds.fix(h)
+			}
+			r.arm(h.next)
 			events = append(events, Event{Kind: RenewFailed, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Latency: now - sent, Err: err})
-		} else {
-			events = append(events, Event{Kind: Renewed, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Wait: b.req.Lease, Latency: r.e.now() - sent})
+			return
 		}
-		h.schedule()
-		if h.index >= 0 {
-			heap.Fix(&r.holds, h.index)
-		}
-		r.arm(h.next)
+		events = append(events, Event{Kind: Renewed, Name: h.name, Lock: h.kind, Hold: h.id, Token: h.token, Wait: req.Lease, Latency: r.e.now() - sent})
 	}
 	flush := func() {
 		ev, ls := events, lost
@@ -333,10 +348,22 @@ func (r *renewer) renewBatch(batch []renewal, sent time.Duration) {
 		flush()
 	})
 	r.mu.Lock()
+	var unanswered error
 	for i := range batch {
-		settle(i, Grant{}, fmt.Errorf("%w: renewal not answered", ErrBackend))
+		if !batch[i].reported {
+			if unanswered == nil {
+				unanswered = fmt.Errorf("%w: renewal not answered", ErrBackend)
+			}
+			settle(i, Grant{}, unanswered)
+		}
 	}
 	flush()
+	clear(reqs) // the names and owners it holds are not kept alive by the spare
+	r.mu.Lock()
+	if cap(reqs) > cap(r.spare) {
+		r.spare = reqs[:0]
+	}
+	r.mu.Unlock()
 }
 
 // extend sets the lease of h to ttl from now. Until it is confirmed, the
@@ -410,29 +437,6 @@ func renewTime(sent, lease time.Duration) time.Duration {
 // retryDelay is how soon a failed renewal is tried again.
 func retryDelay(lease time.Duration) time.Duration {
 	return min(lease/10, time.Second)
-}
-
-// holdHeap orders holds by their next event.
-type holdHeap []*Hold
-
-func (q holdHeap) Len() int           { return len(q) }
-func (q holdHeap) Less(i, j int) bool { return q[i].next < q[j].next }
-func (q holdHeap) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-func (q *holdHeap) Push(x any) {
-	h := x.(*Hold)
-	h.index = len(*q)
-	*q = append(*q, h)
-}
-func (q *holdHeap) Pop() any {
-	old := *q
-	h := old[len(old)-1]
-	old[len(old)-1] = nil
-	h.index = -1
-	*q = old[:len(old)-1]
-	return h
 }
 
 // deadlineCause is why h ends at its lease deadline: a fixed lease ran its

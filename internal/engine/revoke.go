@@ -96,8 +96,8 @@ func (r *renewer) holdsOf(name, grantee string) []*Hold {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*Hold
-	for _, h := range r.holds {
-		if h.name == name && !h.placed && GranteeID(h.owner) == grantee {
+	for _, e := range r.holds {
+		if h := e.h; h.name == name && !h.placed && GranteeID(h.owner) == grantee {
 			out = append(out, h)
 		}
 	}

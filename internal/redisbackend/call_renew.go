@@ -1,49 +1,66 @@
 package redisbackend
 
-// The parts of the calls of the scripts that renew many locks: each item
-// adds one lock's keys and arguments to a chunk, in the order of the
-// script's header.
+import "github.com/distlock/distlock/store"
 
-// A renewItem is lock i of a call of scripts/renew.lua.
-type renewItem struct {
-	L     string // KEYS[i]: the lock hash
-	Owner string // ARGV[3i-2]
-	Lease int64  // ARGV[3i-1]: the new lease in ms
-	Seq   uint64 // ARGV[3i]: the request's number
+// The calls of the scripts that renew many locks. A chunk's call is built
+// in one slice, in the order of its script's header: the keys of every
+// item, then the arguments of every item.
+
+// shape is how many keys and arguments one item of a chunk of kind takes.
+func (kind renewScriptKind) shape() (keys, args int) {
+	switch kind {
+	case renewHolders:
+		return 3, 3
+	case refreshPlaces:
+		return 8, 7
+	}
+	return 1, 3
 }
 
-func (it renewItem) addTo(c *renewChunk) {
-	c.keys = append(c.keys, it.L)
-	c.argv = append(c.argv, it.Owner, it.Lease, it.Seq)
-}
-
-// A sharedRenewItem is holder i of a call of scripts/shared_renew.lua.
-type sharedRenewItem struct {
-	Keys  [3]string // KEYS[3i-2..3i]: L, H, C (Keys.shared)
-	Owner string    // ARGV[3i-2]
-	Lease int64     // ARGV[3i-1]: the new lease in ms
-	Seq   uint64    // ARGV[3i]: the request's number
-}
-
-func (it sharedRenewItem) addTo(c *renewChunk) {
-	c.keys = append(c.keys, it.Keys[:]...)
-	c.argv = append(c.argv, it.Owner, it.Lease, it.Seq)
-}
-
-// A refreshItem is waiter i of a call of scripts/refresh.lua, whose keys
-// are KEYS[k+1..k+8] and arguments ARGV[a+1..a+7].
-type refreshItem struct {
-	Keys      lockKeys // KEYS[k+1..k+8]
-	Owner     string   // ARGV[a+1]
-	Lease     int64    // ARGV[a+2]: in ms, asked for the grant
-	Queue     int64    // ARGV[a+3]: the queue timeout in ms
-	Seq       uint64   // ARGV[a+4]: the request's number
-	Retention any      // ARGV[a+5]: the fencing counter's, in ms
-	Mode      any      // ARGV[a+6]: 's' to publish with SPUBLISH
-	Capacity  int      // ARGV[a+7]: a semaphore's, as the waiter knows it; 0 for the other kinds
-}
-
-func (it refreshItem) addTo(c *renewChunk) {
-	c.keys = append(c.keys, it.Keys[:]...)
-	c.argv = append(c.argv, it.Owner, it.Lease, it.Queue, it.Seq, it.Retention, it.Mode, it.Capacity)
+// build makes the script call of c from the requests it covers, rs[c.idx].
+func (c *renewChunk) build(b *Backend, rs []store.Request) {
+	nk, na := c.kind.shape()
+	n := len(c.idx)
+	args := callArgs(c.Script, n*nk, n*(nk+na))
+	k := b.cfg.Keys
+	for _, i := range c.idx {
+		r := &rs[i]
+		switch c.kind {
+		case renewLeases: // renew.lua: KEYS[i], the lock hash
+			args = append(args, k.Lock(r.Name))
+		case renewHolders: // shared_renew.lua: KEYS[3i-2..3i], L, H and C
+			for _, key := range k.shared(r.Name) {
+				args = append(args, key)
+			}
+		case refreshPlaces: // refresh.lua: KEYS[k+1..k+8], L, F, Q, QT, QI, H, the mark, C
+			for _, key := range k.script(r.Name, r.Owner) {
+				args = append(args, key)
+			}
+		}
+	}
+	// The locks of a chunk mostly have one lease: it is boxed once.
+	leaseMs, lease := int64(-1), any(nil)
+	for _, i := range c.idx {
+		r := &rs[i]
+		if ms := r.Lease.Milliseconds(); ms != leaseMs {
+			leaseMs, lease = ms, ms
+		}
+		switch c.kind {
+		case refreshPlaces:
+			// refresh.lua, ARGV[a+1..a+7]: owner, lease and queue timeout in
+			// ms, the request's number, the fencing counter's retention, the
+			// publish mode, a semaphore's capacity as the waiter knows it
+			// (0 for the other kinds).
+			capacity := 0
+			if r.Kind == store.Semaphore {
+				capacity = r.Capacity
+			}
+			args = append(args, r.Owner, lease, r.Queue.Milliseconds(), r.Seq, b.retentionArg, b.modeArg, capacity)
+		default:
+			// renew.lua and shared_renew.lua, ARGV[3i-2..3i]: owner, the new
+			// lease in ms, the request's number.
+			args = append(args, r.Owner, lease, r.Seq)
+		}
+	}
+	c.Args = args
 }

@@ -26,11 +26,9 @@ const (
 // requests of one slot.
 type renewChunk struct {
 	kind renewScriptKind
-	idx  []int    // positions in the batch
-	keys []string // the script call's keys and arguments
-	argv []any
-	// The script call as sent (made of keys and args), its reply and,
-	// under replica acknowledgement (Config.Replicas), the WAIT's.
+	idx  []int // positions in the batch
+	// The script call (see build), its reply and, under replica
+	// acknowledgement (Config.Replicas), the WAIT's.
 	Call
 }
 
@@ -56,7 +54,6 @@ func (b *Backend) Renew(ctx context.Context, rs []store.Request, report func(int
 		kind renewScriptKind
 	}
 	open := map[group]*renewChunk{} // chunk being filled
-	k := b.cfg.Keys
 	for i, r := range rs {
 		g := group{kind: renewLeases}
 		switch {
@@ -72,23 +69,16 @@ func (b *Backend) Renew(ctx context.Context, rs []store.Request, report func(int
 		if c == nil || len(c.idx) == renewChunkSize {
 			// A place's refresh is not acknowledged (see replicas.go).
 			c = &renewChunk{kind: g.kind, Call: Call{Script: scriptOf(g.kind), Wait: g.kind != refreshPlaces}}
+			if !b.sharded { // else the requests spread over the slots
+				c.idx = make([]int, 0, min(renewChunkSize, len(rs)-i))
+			}
 			open[g] = c
 			chunks = append(chunks, c)
 		}
 		c.idx = append(c.idx, i)
-		switch g.kind {
-		case refreshPlaces:
-			capacity := 0
-			if r.Kind == store.Semaphore {
-				capacity = r.Capacity
-			}
-			refreshItem{Keys: k.script(r.Name, r.Owner), Owner: r.Owner, Lease: r.Lease.Milliseconds(),
-				Queue: r.Queue.Milliseconds(), Seq: r.Seq, Retention: b.retentionArg, Mode: b.modeArg, Capacity: capacity}.addTo(c)
-		case renewHolders:
-			sharedRenewItem{Keys: k.shared(r.Name), Owner: r.Owner, Lease: r.Lease.Milliseconds(), Seq: r.Seq}.addTo(c)
-		default:
-			renewItem{L: k.Lock(r.Name), Owner: r.Owner, Lease: r.Lease.Milliseconds(), Seq: r.Seq}.addTo(c)
-		}
+	}
+	for _, c := range chunks {
+		c.build(b, rs)
 	}
 	groups := b.byNode(ctx, chunks)
 	if len(groups) == 1 {
@@ -159,7 +149,7 @@ func (b *Backend) byNode(ctx context.Context, chunks []*renewChunk) []nodeChunks
 	}
 	first := make([]string, len(chunks))
 	for i, c := range chunks {
-		first[i] = c.keys[0]
+		first[i] = firstKey(c.Args)
 	}
 	addrs, known := b.conn.Masters(ctx, first)
 	var groups []nodeChunks
@@ -187,7 +177,6 @@ func (b *Backend) renewChunks(ctx context.Context, g nodeChunks, report func(int
 	chunks := g.chunks
 	calls := make([]*Call, len(chunks))
 	for i, c := range chunks {
-		c.Args = scriptArgs(c.Script, c.keys, c.argv...)
 		calls[i] = &c.Call
 	}
 	switch {
