@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redisstore"
 	"github.com/distlock/distlock/redistest"
+	"github.com/distlock/distlock/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -592,5 +594,68 @@ func TestRedlockTokensIncrease(t *testing.T) {
 	}
 	if err := b.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRedlockLateFreesWakeOwnWatchers: no master tells a client of its own
+// releases (the Client hands them over to its waiters itself, once the
+// call returns), so a release or an abandonment that frees the lock on a
+// master after a quorum decided its outcome must tell this process's
+// watchers: a waiter here that found that master taken, and so no
+// quorum, would otherwise sleep until the lease it saw there ran out (a
+// conformance run's waiter did, for its whole 10 s). A master is frozen
+// while a release, then an abandonment, is decided by the other two: no
+// notice may come before it answers, one must come after.
+func TestRedlockLateFreesWakeOwnWatchers(t *testing.T) {
+	q := startQuorum(t, 3)
+	var rdbs []redis.UniversalClient
+	for _, srv := range q.servers {
+		rdbs = append(rdbs, srv.Client(t))
+	}
+	st := redisstore.NewRedlock(rdbs)
+	t.Cleanup(func() { st.Close() })
+	ctx := testCtx(t)
+	wakes := make(chan store.Notice, 16)
+	stop, err := st.Watch(ctx, "late", store.Plain, func(n store.Notice) { wakes <- n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	frozen := q.servers[2]
+	const lease = time.Minute // a master has a tenth of it, at most 10 s, to answer
+	for i, undo := range []string{"release", "abandon"} {
+		r := store.Request{Name: "late", Kind: store.Plain, Owner: fmt.Sprintf("owner-%d", i), Hold: 1, Lease: lease}
+		g, err := st.Acquire(ctx, r)
+		if err != nil || !g.Acquired {
+			t.Fatalf("%s: Acquire: %+v, %v", undo, g, err)
+		}
+		q.awaitTokens(t, "late", g.Token) // held on every master
+		if err := frozen.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		switch undo {
+		case "release":
+			if res, err := st.Release(ctx, r); err != nil || res != store.Freed {
+				t.Fatalf("Release with one master frozen: %v, %v, want Freed", res, err)
+			}
+		case "abandon":
+			if freed, err := st.Abandon(ctx, r); err != nil || !freed {
+				t.Fatalf("Abandon with one master frozen: %v, %v, want freed", freed, err)
+			}
+		}
+		select {
+		case n := <-wakes:
+			t.Fatalf("%s: notice %+v before the frozen master answered: the quorum's own frees are the Client's to hand over", undo, n)
+		default:
+		}
+		if err := frozen.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-wakes:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the frozen master freed the lock when it woke, and this process's watch heard nothing", undo)
+		}
+		q.awaitTokens(t, "late", 0)
 	}
 }

@@ -124,7 +124,9 @@ type Store interface {
 	// after Watch returns is never missed. wake gets a zero Notice when
 	// notices may have been lost (a reconnection). Releases made through
 	// this Store itself are not delivered (the Client hands those over
-	// to its waiters directly); grants always are. wake must not block.
+	// to its waiters directly when the call returns); grants always are,
+	// and so is a release that frees the lock after the call returned (a
+	// quorum's late member). wake must not block.
 	Watch(ctx context.Context, name string, kind Kind, wake func(Notice)) (stop func(), err error)
 
 	// Close releases what the store itself holds (subscriptions,

@@ -173,16 +173,28 @@ func (b *Backend) giveUp(ctx context.Context, r store.Request, touched []touch) 
 	}
 	failed := 0
 	var first error
-	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (struct{}, error) {
-		var err error
+	// An abandonment that freed the lock on a node (the attempt's request
+	// had landed there after all) tells this process's waiters, which may
+	// have found the node taken (see localWatchers). A release of a node
+	// the attempt took does not: the attempt's own waiter would try again
+	// at once, and contenders that split the nodes between them must wait
+	// their random delays (retryIn) instead.
+	abandoned := func(rep reply[bool]) {
+		if touched[rep.node] == unknown && rep.err == nil && rep.val {
+			b.local.freed(r.Name)
+		}
+	}
+	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (bool, error) {
 		switch touched[n.i] {
 		case taken:
-			_, err = n.Release(ctx, r)
+			_, err := n.Release(ctx, r)
+			return false, err
 		case unknown:
-			_, err = n.Abandon(ctx, abandon)
+			return n.Abandon(ctx, abandon)
 		}
-		return struct{}{}, err
-	}, func(rep reply[struct{}]) bool {
+		return false, nil
+	}, func(rep reply[bool]) bool {
+		abandoned(rep)
 		if touched[rep.node] == taken {
 			releases--
 			if rep.err != nil && !unreachable(rep.err) {
@@ -193,7 +205,7 @@ func (b *Backend) giveUp(ctx context.Context, r store.Request, touched []touch) 
 			}
 		}
 		return releases == 0
-	}, nil)
+	}, abandoned)
 	if failed > 0 {
 		return fmt.Errorf("undoing an attempt: %d of %d masters did not confirm its release: %w", failed, len(b.nodes), asBackendErr(first))
 	}

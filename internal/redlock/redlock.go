@@ -21,7 +21,8 @@ type Backend struct {
 	quorum int
 	floor  atomic.Uint64 // the highest fencing token this Backend has seen
 	bg     sync.WaitGroup
-	err    error // New's
+	local  localWatchers // this process's watches (see localWatchers)
+	err    error         // New's
 }
 
 // System names the store for observers (store.SystemNamer).

@@ -12,7 +12,8 @@ import (
 // already made counts with Freed); once every node answered without
 // agreement, Freed if any node freed the lock, Remaining if any kept other
 // holds, and NotOwner if none failed. A node that answers after the
-// outcome is known still releases.
+// outcome is known still releases, and if it freed the lock there, this
+// process's waiters hear of it (see localWatchers).
 func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, error) {
 	var freed, remaining, already, notOwner, failed int
 	var first error
@@ -35,7 +36,11 @@ func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, 
 			notOwner++
 		}
 		return freed+already >= b.quorum || remaining >= b.quorum || notOwner > len(b.nodes)-b.quorum
-	}, nil)
+	}, func(rep reply[store.Release]) {
+		if rep.err == nil && rep.val == store.Freed {
+			b.local.freed(r.Name)
+		}
+	})
 	switch {
 	case freed+already >= b.quorum && freed == 0:
 		return store.AlreadyReleased, nil
@@ -65,6 +70,8 @@ func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, 
 // a clean-up is not in a hurry, and a client that cannot connect may try
 // for a while before it says so (go-redis dials 5 times, about 2 s), where
 // a shorter wait could not tell a node that is down from one that is slow.
+// A node that frees the lock after the outcome is known tells this
+// process's waiters (see localWatchers).
 func (b *Backend) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	var confirmed, down, answered int
 	freed := false
@@ -83,7 +90,11 @@ func (b *Backend) Abandon(ctx context.Context, r store.Request) (bool, error) {
 			first = rep.err
 		}
 		return confirmed >= b.quorum
-	}, nil)
+	}, func(rep reply[bool]) {
+		if rep.err == nil && rep.val {
+			b.local.freed(r.Name)
+		}
+	})
 	if confirmed >= b.quorum || confirmed+down == len(b.nodes) {
 		return freed, nil
 	}

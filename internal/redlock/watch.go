@@ -16,9 +16,17 @@ func (b *Backend) Watch(ctx context.Context, name string, kind store.Kind, wake 
 	if kind != store.Plain {
 		return nil, Unsupported(kind)
 	}
-	return b.watchNodes(ctx, "watch", b.quorum, func(ctx context.Context, n node) (func(), error) {
+	stop, err := b.watchNodes(ctx, "watch", b.quorum, func(ctx context.Context, n node) (func(), error) {
 		return n.Watch(ctx, name, kind, wake)
 	})
+	if err != nil {
+		return nil, err
+	}
+	remove := b.local.add(name, wake)
+	return func() {
+		remove()
+		stop()
+	}, nil
 }
 
 // WatchRevoked implements store.RevokeWatcher: it watches every node for the
