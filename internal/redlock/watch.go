@@ -12,17 +12,20 @@ import (
 // the lock reaches a quorum of nodes, and two quorums meet, so it is heard
 // on at least one watched node. A node that confirms later is watched too;
 // one that never does is not (its releases are heard from the others).
+// wake also hears of this Backend's own frees that come after the call
+// that made them returned (see localWatchers).
 func (b *Backend) Watch(ctx context.Context, name string, kind store.Kind, wake func(store.Notice)) (func(), error) {
 	if kind != store.Plain {
 		return nil, Unsupported(kind)
 	}
+	remove := b.local.add(name, wake) // before the nodes: nothing freed meanwhile is missed
 	stop, err := b.watchNodes(ctx, "watch", b.quorum, func(ctx context.Context, n node) (func(), error) {
 		return n.Watch(ctx, name, kind, wake)
 	})
 	if err != nil {
+		remove()
 		return nil, err
 	}
-	remove := b.local.add(name, wake)
 	return func() {
 		remove()
 		stop()
