@@ -12,8 +12,9 @@ import (
 // already made counts with Freed); once every node answered without
 // agreement, Freed if any node freed the lock, Remaining if any kept other
 // holds, and NotOwner if none failed. A node that answers after the
-// outcome is known still releases, and if it freed the lock there, this
-// process's waiters hear of it (see localWatchers).
+// outcome is known still releases. A node that freed the lock where the
+// outcome is not Freed, or after it was known, tells this process's
+// waiters (see localWatchers).
 func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, error) {
 	var freed, remaining, already, notOwner, failed int
 	var first error
@@ -41,23 +42,31 @@ func (b *Backend) Release(ctx context.Context, r store.Request) (store.Release, 
 			b.local.freed(r.Name)
 		}
 	})
-	switch {
-	case freed+already >= b.quorum && freed == 0:
-		return store.AlreadyReleased, nil
-	case freed+already >= b.quorum:
-		return store.Freed, nil
-	case remaining >= b.quorum:
-		return store.Remaining, nil
-	case notOwner > len(b.nodes)-b.quorum:
+	res, err := func() (store.Release, error) {
+		switch {
+		case freed+already >= b.quorum && freed == 0:
+			return store.AlreadyReleased, nil
+		case freed+already >= b.quorum:
+			return store.Freed, nil
+		case remaining >= b.quorum:
+			return store.Remaining, nil
+		case notOwner > len(b.nodes)-b.quorum:
+			return store.NotOwner, nil
+		case freed > 0:
+			return store.Freed, nil
+		case remaining > 0:
+			return store.Remaining, nil
+		case failed > 0:
+			return 0, b.noQuorum("release", failed, first)
+		}
 		return store.NotOwner, nil
-	case freed > 0:
-		return store.Freed, nil
-	case remaining > 0:
-		return store.Remaining, nil
-	case failed > 0:
-		return 0, b.noQuorum("release", failed, first)
+	}()
+	if freed > 0 && res != store.Freed {
+		// Some node freed the lock, but the Client is not told it is free,
+		// so it hands nothing over: this process's waiters hear of it here.
+		b.local.freed(r.Name)
 	}
-	return store.NotOwner, nil
+	return res, err
 }
 
 // Abandon implements store.Store: every node abandons the owner at
