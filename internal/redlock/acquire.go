@@ -173,28 +173,28 @@ func (b *Backend) giveUp(ctx context.Context, r store.Request, touched []touch) 
 	}
 	failed := 0
 	var first error
-	// An abandonment that freed the lock on a node (the attempt's request
-	// had landed there after all) tells this process's waiters, which may
-	// have found the node taken (see localWatchers). A release of a node
-	// the attempt took does not: the attempt's own waiter would try again
+	// A node that frees the lock tells this process's waiters, which may
+	// have found it taken (see localWatchers): an abandonment that freed
+	// it (the attempt's request had landed there after all), and any
+	// reply that comes after giveUp decided (a release that did not answer
+	// in time: giveUp failed). A release of a node the attempt took,
+	// answered in time, does not: the attempt's own waiter would try again
 	// at once, and contenders that split the nodes between them must wait
 	// their random delays (retryIn) instead.
-	abandoned := func(rep reply[bool]) {
-		if touched[rep.node] == unknown && rep.err == nil && rep.val {
-			b.local.freed(r.Name)
-		}
-	}
+	freed := func(rep reply[bool]) bool { return rep.err == nil && rep.val }
 	fanOut(b, ctx, nodeTimeout(r.Lease), func(ctx context.Context, n node) (bool, error) {
 		switch touched[n.i] {
 		case taken:
-			_, err := n.Release(ctx, r)
-			return false, err
+			res, err := n.Release(ctx, r)
+			return res == store.Freed, err
 		case unknown:
 			return n.Abandon(ctx, abandon)
 		}
 		return false, nil
 	}, func(rep reply[bool]) bool {
-		abandoned(rep)
+		if touched[rep.node] == unknown && freed(rep) {
+			b.local.freed(r.Name)
+		}
 		if touched[rep.node] == taken {
 			releases--
 			if rep.err != nil && !unreachable(rep.err) {
@@ -205,7 +205,11 @@ func (b *Backend) giveUp(ctx context.Context, r store.Request, touched []touch) 
 			}
 		}
 		return releases == 0
-	}, abandoned)
+	}, func(rep reply[bool]) {
+		if freed(rep) {
+			b.local.freed(r.Name)
+		}
+	})
 	if failed > 0 {
 		return fmt.Errorf("undoing an attempt: %d of %d masters did not confirm its release: %w", failed, len(b.nodes), asBackendErr(first))
 	}
