@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock/store"
@@ -104,8 +103,15 @@ func (s *Store) confirmed(owner string, seq uint64) {
 // it (a writer, a fair mutex, an election), the last writer before it (a
 // reader), or every delete of the semaphore's keys; and its own key, whose
 // end it tells the Watches too (a Notice with Gone: the waiter queues again
-// at once). A watch that fails (compaction, a member lost) is made
-// again after a fresh read.
+// at once). A watch that fails (a member lost, no leader) is made again
+// after a fresh read.
+//
+// Its watches start at the server's current revision, not at that of the
+// read they follow: a watch whose start revision is already past is
+// served by etcd's resync of lagging watchers, every 100 ms, so under
+// contention (other keys changing between the read and the watch) every
+// wait would cost up to 100 ms. So a watch is made first and the queue
+// read again: every change after that read comes through the watch.
 func (s *Store) follow(p *place, token uint64) {
 	s.mu.Lock()
 	if s.places[p.owner] != p {
@@ -119,6 +125,8 @@ func (s *Store) follow(p *place, token uint64) {
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
+		var ws *watchSet
+		defer func() { ws.stop() }()
 		for ctx.Err() == nil {
 			cs, rev, err := s.queue(ctx, p.name)
 			if err != nil {
@@ -134,65 +142,20 @@ func (s *Store) follow(p *place, token uint64) {
 				s.granted(p, cs[i])
 				return
 			}
-			s.awaitChange(ctx, rev, p.key, before(cs, i)...)
+			want := append(before(cs, i), watched{key: p.key}) // its own key's end
+			if ws.covers(want) {
+				if ws.await(ctx, rev) {
+					continue // a change after the read
+				}
+				// A watch ended: events may have been lost.
+			}
+			ws.stop()
+			if ws, err = s.watchAll(ctx, want); err != nil {
+				pause(ctx, 100*time.Millisecond)
+			}
+			// Read again: the watches cover every change after it.
 		}
 	}()
-}
-
-// A watched is a key or range whose changes may let a place in.
-type watched struct {
-	key  string
-	opts []clientv3.OpOption
-}
-
-// before is what the place cs[i] waits for.
-func before(cs []contender, i int) []watched {
-	deletes := clientv3.WithFilterPut()
-	switch c := cs[i]; {
-	case c.letter == 's':
-		// Any release lets permits free.
-		key := string(c.kv.Key)
-		dir := key[:strings.LastIndexByte(key, '/')+1]
-		return []watched{{dir, []clientv3.OpOption{clientv3.WithPrefix(), deletes}}}
-	case c.letter == 'w' && !c.writes():
-		// A reader waits for the last writer before it to leave, or to
-		// turn into a reader (a put).
-		for j := i - 1; j >= 0; j-- {
-			if cs[j].writes() {
-				return []watched{{string(cs[j].kv.Key), nil}}
-			}
-		}
-	}
-	return []watched{{string(cs[i-1].kv.Key), []clientv3.OpOption{deletes}}}
-}
-
-// awaitChange returns at the first change after revision rev of what ws
-// name, or of the key own (deleted), or when a watch fails or ctx ends.
-func (s *Store) awaitChange(ctx context.Context, rev int64, own string, ws ...watched) {
-	wctx, cancel := context.WithCancel(ctx)
-	ws = append(ws, watched{own, []clientv3.OpOption{clientv3.WithFilterPut()}})
-	changed := make(chan struct{}, len(ws))
-	for _, w := range ws {
-		ch := s.cli.Watch(wctx, w.key, append([]clientv3.OpOption{clientv3.WithRev(rev + 1)}, w.opts...)...)
-		go func() {
-			for resp := range ch {
-				if resp.Err() != nil || len(resp.Events) > 0 || resp.Canceled {
-					break
-				}
-			}
-			changed <- struct{}{}
-		}()
-	}
-	got := 0
-	select {
-	case <-changed:
-		got++
-	case <-ctx.Done():
-	}
-	cancel()
-	for ; got < len(ws); got++ {
-		<-changed // every watch has ended
-	}
 }
 
 // granted tells the Watches of p's lock that p holds it as c.
