@@ -280,7 +280,7 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 		}
 		return g, true, nil
 	}
-	s.follow(p, cs[i].token())
+	s.follow(p, cs[i].token(), cs, resp.Header.Revision)
 	g := store.Grant{Queued: true, TTL: -1}
 	if r.Kind == store.Semaphore {
 		g.Capacity = capacity

@@ -98,7 +98,7 @@ func (s *Store) confirmed(owner string, seq uint64) {
 }
 
 // follow waits, in the background, until the place p (its key made at
-// revision token) holds the lock, and then tells the Watches of its lock
+// revision token, and cs the queue read at revision rev) holds the lock, and then tells the Watches of its lock
 // (store.Notice). It watches only what can let it in: the key just before
 // it (a writer, a fair mutex, an election), the last writer before it (a
 // reader), or every delete of the semaphore's keys; and its own key, whose
@@ -112,7 +112,7 @@ func (s *Store) confirmed(owner string, seq uint64) {
 // contention (other keys changing between the read and the watch) every
 // wait would cost up to 100 ms. So a watch is made first and the queue
 // read again: every change after that read comes through the watch.
-func (s *Store) follow(p *place, token uint64) {
+func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 	s.mu.Lock()
 	if s.places[p.owner] != p {
 		s.mu.Unlock()
@@ -128,10 +128,12 @@ func (s *Store) follow(p *place, token uint64) {
 		var ws *watchSet
 		defer func() { ws.stop() }()
 		for ctx.Err() == nil {
-			cs, rev, err := s.queue(ctx, p.name)
-			if err != nil {
-				pause(ctx, 100*time.Millisecond)
-				continue
+			if cs == nil {
+				var err error
+				if cs, rev, err = s.queue(ctx, p.name); err != nil {
+					pause(ctx, 100*time.Millisecond)
+					continue
+				}
 			}
 			i := find(cs, p.owner)
 			if i < 0 || cs[i].token() != token {
@@ -145,15 +147,17 @@ func (s *Store) follow(p *place, token uint64) {
 			want := append(before(cs, i), watched{key: p.key}) // its own key's end
 			if ws.covers(want) {
 				if ws.await(ctx, rev) {
-					continue // a change after the read
+					cs = nil // a change after the read: read again
+					continue
 				}
 				// A watch ended: events may have been lost.
 			}
 			ws.stop()
+			var err error
 			if ws, err = s.watchAll(ctx, want); err != nil {
 				pause(ctx, 100*time.Millisecond)
 			}
-			// Read again: the watches cover every change after it.
+			cs = nil // read again: the watches cover every change after it
 		}
 	}()
 }
