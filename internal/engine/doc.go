@@ -31,8 +31,9 @@
 //   - Clean-ups make late requests harmless: an acquisition attempt whose
 //     outcome is not used is abandoned (Backend.Abandon), which releases
 //     whatever it took and makes the backend refuse it if it lands later.
-//     A caller that returns an error waits for that clean-up (giveUpWait
-//     at most): nothing of its call is left when it returns, and a grant
+//     A caller that returns an error waits for that clean-up, and for
+//     those of the earlier owners its call queued as (giveUpWait at most
+//     for each): nothing of its call is left when it returns, and a grant
 //     that raced it has gone to the next in line. A request that never
 //     reached the store (an error wrapping ErrUnsent) needs none.
 //   - Anything that gives a lock up cancels the lease context before the

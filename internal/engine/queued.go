@@ -16,7 +16,18 @@ import (
 // its grants), it first makes one attempt that never queues: a free lock
 // is taken in one round trip, without setting up a watch. The place, if
 // one is needed, is made after that.
-func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*Lease, error) {
+//
+// A call that queues again as a new owner cleans the earlier one up in
+// the background; if the call then fails, it waits for those clean-ups
+// too (their first attempts, giveUpWait at most), so that no place of
+// this call is left when it returns, whichever owner it was made for.
+func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (_ *Lease, err error) {
+	var earlier []<-chan struct{} // the clean-ups of the call's earlier owners
+	defer func() {
+		if err != nil {
+			await(giveUpWait, earlier...)
+		}
+	}()
 	if !e.waiting(s.Name, s.Kind) {
 		l, _, err := e.try(ctx, s)
 		if err != nil {
@@ -87,7 +98,7 @@ func (e *Engine) acquireQueued(ctx context.Context, s Spec, start time.Time) (*L
 		// of use, or was gone before it could be confirmed. Nothing of
 		// that owner may stay behind (a grant that is not used goes to the
 		// next in line); queue again, at the back, as a new owner.
-		e.cleanup(e.ownerOf(h))
+		earlier = append(earlier, e.cleanup(e.ownerOf(h)))
 	}
 }
 

@@ -38,6 +38,9 @@ type fairFake struct {
 	renewals   []Request
 	applied    map[string]map[uint64]time.Time // when each request of a place was applied
 	leaseErr   error                           // lease renewals are applied, then reported with this error (not acknowledged)
+	// gates: an Abandon of an owner with a gate waits for it to close
+	// before it is applied (a clean-up slow to land).
+	gates map[string]chan struct{}
 }
 
 type fakePlace struct {
@@ -169,6 +172,11 @@ func (f *fairFake) drop(owner string) {
 
 func (f *fairFake) Abandon(ctx context.Context, r Request) (bool, error) {
 	f.mu.Lock()
+	if gate := f.gates[r.Owner]; gate != nil {
+		f.mu.Unlock()
+		<-gate
+		f.mu.Lock()
+	}
 	f.abandoned[r.Owner] = true
 	f.drop(r.Owner)
 	f.settle()
@@ -305,10 +313,10 @@ func lockAsync(e *Engine, ctx context.Context, s Spec) <-chan *Lease {
 }
 
 // lockErrAsync waits for the lock in the background, for its error.
-func lockErrAsync(e *Engine, s Spec) <-chan error {
+func lockErrAsync(e *Engine, ctx context.Context, s Spec) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.Acquire(context.Background(), s, true)
+		_, err := e.Acquire(ctx, s, true)
 		done <- err
 	}()
 	return done
@@ -491,6 +499,58 @@ func TestGonePlaceQueuesAgainAtOnce(t *testing.T) {
 	})
 }
 
+// A call that queued again as a new owner (its first place ended) and
+// then fails does not return while the clean-up of its first owner is on
+// its way: nothing of the call may be left when it returns. It waits
+// giveUpWait at most for a clean-up that does not answer.
+func TestFailedCallAwaitsEarlierOwnersCleanup(t *testing.T) {
+	for _, answers := range []bool{true, false} {
+		t.Run(fmt.Sprintf("answers=%v", answers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f, e := fairEngine(t)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := lockErrAsync(e, ctx, fairSpec)
+				synctest.Wait()
+				gate := make(chan struct{})
+				f.mu.Lock()
+				first := f.queue[0]
+				f.gates = map[string]chan struct{}{first: gate}
+				f.drop(first) // its lease expired
+				f.mu.Unlock()
+				f.tell([]Notice{{Grantee: GranteeID(first), Gone: true}})
+				synctest.Wait()
+				if _, queue := f.state(); len(queue) != 1 || queue[0] == first {
+					t.Fatalf("queue %v: want a new owner's place", queue)
+				}
+				start := time.Now()
+				cancel()
+				synctest.Wait()
+				select {
+				case err := <-done:
+					t.Fatalf("returned (%v) while the clean-up of its first owner was on its way", err)
+				default:
+				}
+				if answers {
+					close(gate)
+				} else {
+					time.Sleep(giveUpWait)
+				}
+				err := <-done
+				f.mu.Lock()
+				abandoned := f.abandoned[first]
+				f.mu.Unlock()
+				if waited := time.Since(start); !errors.Is(err, context.Canceled) || abandoned != answers || answers && waited != 0 || !answers && waited != giveUpWait {
+					t.Fatalf("returned %v after %v, first owner abandoned %v; want context.Canceled, abandoned %v, after %v",
+						err, waited, abandoned, answers, map[bool]time.Duration{true: 0, false: giveUpWait}[answers])
+				}
+				if !answers {
+					close(gate)
+				}
+			})
+		})
+	}
+}
+
 // A grant whose notice is lost is found by the next refresh.
 func TestMissedGrantFoundByRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -570,7 +630,7 @@ func TestCloseRemovesPlace(t *testing.T) {
 		f := newFairFake()
 		e := New(f, nil, nil)
 		f.holdBy("other", time.Hour)
-		done := lockErrAsync(e, fairSpec)
+		done := lockErrAsync(e, context.Background(), fairSpec)
 		synctest.Wait()
 		if err := e.Close(context.Background()); err != nil {
 			t.Fatal(err)
@@ -662,7 +722,7 @@ func TestGrantNotConfirmedGivenUp(t *testing.T) {
 		e := New(confirmingFake{f}, nil, nil)
 		defer e.Close(context.Background())
 		f.holdBy("other", time.Hour)
-		done := lockErrAsync(e, fairSpec)
+		done := lockErrAsync(e, context.Background(), fairSpec)
 		synctest.Wait()
 		f.mu.Lock()
 		f.leaseErr = errUnacked
