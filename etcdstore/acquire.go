@@ -63,6 +63,18 @@ type acquisition struct {
 
 func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 	s, r := a.s, a.r
+	if r.Queue > 0 && r.Kind != store.Semaphore {
+		// Asked to queue: the lock was found taken (a Client tries
+		// without queueing first, unless its own callers wait already).
+		// So the place is put at once: a first transaction that would
+		// find the lock taken again is a write of etcd's log for nothing.
+		// A place that finds the keys before it gone holds the lock.
+		// Anything the put's compares refuse (the owner abandoned, a key
+		// of its own or of another kind) takes the steps below.
+		if g, done, err := a.queue(ctx, nil, 0); done || err != nil {
+			return g, err
+		}
+	}
 	lease, err := s.lease(ctx, a.hold)
 	if err != nil {
 		return store.Grant{}, err
@@ -223,7 +235,8 @@ func (a *acquisition) earlier(cs []contender, i int) store.Grant {
 
 // queue puts the owner's key at the back of the queue, on a lease of its
 // own that lasts the queue timeout: it holds the lock if the keys before
-// it let it (they may have left meanwhile), and waits otherwise.
+// it let it (they may have left meanwhile), and waits otherwise. cs (the
+// queue as read) and capacity matter to a semaphore only.
 func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (store.Grant, bool, error) {
 	s, r := a.s, a.r
 	queue := s.class(leaseTTL(r.Queue))
