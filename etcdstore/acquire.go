@@ -287,6 +287,7 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 		// The keys before it left meanwhile: held, on the place's lease
 		// (the engine renews it to the hold's length at once).
 		s.dropPlace(r.Owner, p)
+		s.own(r.Owner, cs[i].kv.ModRevision, cs[i].Holds)
 		g := store.Grant{Acquired: true, Token: cs[i].token(), Holds: 1, Seq: r.Seq, Lease: min(r.Lease, r.Queue)}
 		if r.Kind == store.Semaphore {
 			g.Capacity = capacity

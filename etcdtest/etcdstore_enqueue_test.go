@@ -10,10 +10,15 @@ import (
 	"github.com/distlock/distlock/etcdstore"
 	"github.com/distlock/distlock/etcdtest"
 	"github.com/distlock/distlock/store"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 )
+
+const lease, queue = 10 * time.Second, 5 * time.Second
+
+// req is a request of owner for the lock name of kind, queueing for q.
+func req(name, owner string, kind store.Kind, q time.Duration) store.Request {
+	return store.Request{Name: name, Kind: kind, Owner: owner, Hold: 1, Seq: 1, Lease: lease, Queue: q}
+}
 
 // TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce: an acquisition that may
 // queue (store.Request.Queue > 0: the Client found the lock taken) puts
@@ -24,22 +29,12 @@ import (
 // place's lease).
 func TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	var txns atomic.Int64
-	cli := dialWith(t, c.Endpoints(), grpc.WithChainUnaryInterceptor(
-		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			if _, ok := req.(*pb.TxnRequest); ok {
-				txns.Add(1)
-			}
-			return invoker(ctx, method, req, reply, cc, opts...)
-		}))
+	var reqs, ranges atomic.Int64 // KV requests, and of them reads
+	cli := countingClient(t, &reqs, &ranges, c.Endpoints()...)
 	s := etcdstore.New(cli)
 	t.Cleanup(func() { _ = s.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	const lease, queue = 10 * time.Second, 5 * time.Second
-	req := func(name, owner string, kind store.Kind, q time.Duration) store.Request {
-		return store.Request{Name: name, Kind: kind, Owner: owner, Hold: 1, Seq: 1, Lease: lease, Queue: q}
-	}
 	keys := func(name string) int {
 		t.Helper()
 		resp, err := cli.Get(ctx, etcdstore.DefaultPrefix+"lock/{"+name+"}/", clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -53,13 +48,13 @@ func TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce(t *testing.T) {
 	if g, err := s.Acquire(ctx, req("held", "holder", store.Fair, 0)); err != nil || !g.Acquired {
 		t.Fatalf("the holder: %+v, %v", g, err)
 	}
-	before := txns.Load()
+	r0, g0 := reqs.Load(), ranges.Load()
 	w := req("held", "waiter", store.Fair, queue)
 	if g, err := s.Acquire(ctx, w); err != nil || !g.Queued {
 		t.Fatalf("the waiter: %+v, %v; want a place", g, err)
 	}
-	if n := txns.Load() - before; n != 1 {
-		t.Errorf("the waiter's place took %d transactions, want 1", n)
+	if n, rs := reqs.Load()-r0, ranges.Load()-g0; n != 1 || rs != 0 {
+		t.Errorf("the waiter's place took %d requests (%d reads), want 1 transaction", n, rs)
 	}
 	// A copy of the waiter's request finds its place: no second key.
 	if g, err := s.Acquire(ctx, w); err != nil || !g.Queued || g.Acquired {
@@ -98,5 +93,55 @@ func TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce(t *testing.T) {
 	}
 	if rel, err := s.Release(ctx, req("free", "taker", store.Fair, queue)); err != nil || rel != store.Freed {
 		t.Errorf("its release: %v, %v", rel, err)
+	}
+}
+
+// TestEtcdGrantedPlaceReleasesInOneRequest: a waiter granted the lock by
+// the holder's release (its grant read from the queue) releases it with one
+// compare-and-swap on its key as read, not by reading its key first: a
+// short hold of a fair mutex under contention costs two requests less.
+func TestEtcdGrantedPlaceReleasesInOneRequest(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	var reqs, ranges atomic.Int64 // KV requests, and of them reads
+	cli := countingClient(t, &reqs, &ranges, c.Endpoints()...)
+	s := etcdstore.New(cli)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const name = "handed"
+	grants := make(chan store.Notice, 4)
+	stop, err := s.Watch(ctx, name, store.Fair, func(n store.Notice) { grants <- n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	holder, waiter := req(name, "holder", store.Fair, 0), req(name, "waiter", store.Fair, queue)
+	if g, err := s.Acquire(ctx, holder); err != nil || !g.Acquired {
+		t.Fatalf("the holder: %+v, %v", g, err)
+	}
+	if g, err := s.Acquire(ctx, waiter); err != nil || !g.Queued {
+		t.Fatalf("the waiter: %+v, %v; want a place", g, err)
+	}
+	if rel, err := s.Release(ctx, holder); err != nil || rel != store.Freed {
+		t.Fatalf("the holder's release: %v, %v", rel, err)
+	}
+	select {
+	case n := <-grants:
+		if n.Gone || n.Grantee != store.GranteeID(waiter.Owner) {
+			t.Fatalf("notice %+v, want the waiter's grant", n)
+		}
+	case <-ctx.Done():
+		t.Fatal("no grant")
+	}
+	r0, g0 := reqs.Load(), ranges.Load()
+	if rel, err := s.Release(ctx, waiter); err != nil || rel != store.Freed {
+		t.Fatalf("the waiter's release: %v, %v", rel, err)
+	}
+	if n, rs := reqs.Load()-r0, ranges.Load()-g0; n != 1 || rs != 0 {
+		t.Errorf("the granted waiter's release sent %d requests (%d reads), want 1 transaction", n, rs)
+	}
+	resp, err := cli.Get(ctx, etcdstore.DefaultPrefix+"lock/{"+name+"}/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Errorf("keys left: %v, %v", resp, err)
 	}
 }
