@@ -29,7 +29,13 @@
 // permits fit): a release, an expiry or a force-unlock grants the lock to
 // the next in line in the same write. A waiter watches only the key before
 // it (the last writer before it, for a reader; every release, for a
-// semaphore), so a release wakes one process, not all.
+// semaphore), so a release wakes one process, not all. Its watches start
+// at the server's current revision and the queue is read after they are
+// made: a watch from a revision already past would wait for etcd's resync
+// of lagging watchers (100 ms), and so would every hand-over under
+// contention. An acquisition that may queue (the Client found the lock
+// taken) puts its place in one transaction, and holds at once if the keys
+// before it are gone.
 //
 // A key's create revision is its owner's fencing token: a resource must
 // keep, per lock name, the highest token it accepted, and refuse a lower
