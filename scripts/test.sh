@@ -40,16 +40,17 @@
 #      module after another so that shared packages compile once, and
 #      `go vet -race` from that build. 15 s with a warm Go build cache;
 #      with a cold one, minutes (398 s of CPU, see README.md).
-#   2. side by side, in three lanes: the root module's tests (about 5
-#      minutes: the library's own tests run one after another); the
+#   2. side by side, in three lanes of 6 to 7 minutes each: the root
+#      module's tests (about 5 minutes: the library's own tests run one
+#      after another), then the SQL harness's and the observers'; the
 #      safety suite's tests but its chaos runs, then the command's, then
-#      the SQL harness's; the bench module's, then the etcd modules',
+#      the rueidis store's; the bench module's, then the etcd modules',
 #      then the SQL store's.
 #   3. alone: the safety suite's chaos runs (about 3 minutes), whose
 #      client processes renew leases under injected faults and must not
 #      be starved of CPU by the rest of the suite.
 #
-# About 9.5 to 10.5 minutes in all with a warm build cache, several more
+# About 10.5 to 12.5 minutes in all with a warm build cache, several more
 # with a cold one, on a 2-core machine (see README.md, "Development").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -151,9 +152,9 @@ echo
 # migrated slot, and failed): the root module's tests, which take the
 # longest, beside two lanes of the others, one module after another,
 # each shorter than the root's.
-echo "== step 2: the tests of . beside those of safety/ (but its chaos runs) then cmd/distlock/ then sqltest/ then prometheus/ then otel/ then rueidisstore/, and of bench/ then etcdstore/ then etcdtest/ then sqlstore/"
-run root . "${gotest[@]}" ./...
-run safety+cmd+sql . bash -c "rc=0; (cd safety && ${gotest[*]} -skip '$chaos' ./...) || rc=1; (cd cmd/distlock && ${gotest[*]} ./...) || rc=1; (cd sqltest && ${gotest[*]} ./...) || rc=1; (cd prometheus && ${gotest[*]} ./...) || rc=1; (cd otel && ${gotest[*]} ./...) || rc=1; (cd rueidisstore && ${gotest[*]} ./...) || rc=1; exit \$rc"
+echo "== step 2: the tests of . then sqltest/ then prometheus/ then otel/, beside those of safety/ (but its chaos runs) then cmd/distlock/ then rueidisstore/, and of bench/ then etcdstore/ then etcdtest/ then sqlstore/"
+run root+sql+observers . bash -c "rc=0; ${gotest[*]} ./... || rc=1; (cd sqltest && ${gotest[*]} ./...) || rc=1; (cd prometheus && ${gotest[*]} ./...) || rc=1; (cd otel && ${gotest[*]} ./...) || rc=1; exit \$rc"
+run safety+cmd+rueidis . bash -c "rc=0; (cd safety && ${gotest[*]} -skip '$chaos' ./...) || rc=1; (cd cmd/distlock && ${gotest[*]} ./...) || rc=1; (cd rueidisstore && ${gotest[*]} ./...) || rc=1; exit \$rc"
 run bench+etcd+sqlstore . bash -c "rc=0; (cd bench && ${gotest[*]} ./...) || rc=1; (cd etcdstore && ${gotest[*]} ./...) || rc=1; (cd etcdtest && ${gotest[*]} ./...) || rc=1; (cd sqlstore && ${gotest[*]} ./...) || rc=1; exit \$rc"
 await
 
