@@ -20,6 +20,17 @@ func req(name, owner string, kind store.Kind, q time.Duration) store.Request {
 	return store.Request{Name: name, Kind: kind, Owner: owner, Hold: 1, Seq: 1, Lease: lease, Queue: q}
 }
 
+// countingStore returns a store on a 1-member cluster, its client, and the
+// counts of the KV requests it sends and of the reads among them.
+func countingStore(t *testing.T) (*clientv3.Client, *etcdstore.Store, *atomic.Int64, *atomic.Int64) {
+	c := etcdtest.Start(t, 1)
+	reqs, ranges := new(atomic.Int64), new(atomic.Int64)
+	cli := countingClient(t, reqs, ranges, c.Endpoints()...)
+	s := etcdstore.New(cli)
+	t.Cleanup(func() { _ = s.Close() })
+	return cli, s, reqs, ranges
+}
+
 // TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce: an acquisition that may
 // queue (store.Request.Queue > 0: the Client found the lock taken) puts
 // its place in one transaction, not after a first one that finds the lock
@@ -28,11 +39,7 @@ func req(name, owner string, kind store.Kind, q time.Duration) store.Request {
 // of the same request, and a lock freed meanwhile (held at once, on the
 // place's lease).
 func TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	var reqs, ranges atomic.Int64 // KV requests, and of them reads
-	cli := countingClient(t, &reqs, &ranges, c.Endpoints()...)
-	s := etcdstore.New(cli)
-	t.Cleanup(func() { _ = s.Close() })
+	cli, s, reqs, ranges := countingStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	keys := func(name string) int {
@@ -101,11 +108,7 @@ func TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce(t *testing.T) {
 // compare-and-swap on its key as read, not by reading its key first: a
 // short hold of a fair mutex under contention costs two requests less.
 func TestEtcdGrantedPlaceReleasesInOneRequest(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	var reqs, ranges atomic.Int64 // KV requests, and of them reads
-	cli := countingClient(t, &reqs, &ranges, c.Endpoints()...)
-	s := etcdstore.New(cli)
-	t.Cleanup(func() { _ = s.Close() })
+	cli, s, reqs, ranges := countingStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const name = "handed"
