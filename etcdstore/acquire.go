@@ -144,7 +144,7 @@ func (a *acquisition) kept(ka <-chan error, g store.Grant) (store.Grant, error) 
 		return store.Grant{}, fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
 	}
 	if g.Acquired {
-		a.s.own(a.r.Owner, int64(g.Token), a.h.Holds)
+		a.s.own(a.r.Owner, a.h.Holds)
 	}
 	return g, nil
 }
@@ -287,7 +287,7 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 		// The keys before it left meanwhile: held, on the place's lease
 		// (the engine renews it to the hold's length at once).
 		s.dropPlace(r.Owner, p)
-		s.own(r.Owner, cs[i].kv.ModRevision, cs[i].Holds)
+		s.own(r.Owner, cs[i].Holds)
 		g := store.Grant{Acquired: true, Token: cs[i].token(), Holds: 1, Seq: r.Seq, Lease: min(r.Lease, r.Queue)}
 		if r.Kind == store.Semaphore {
 			g.Capacity = capacity

@@ -167,9 +167,8 @@ func (s *Store) granted(p *place, c contender) {
 	s.mu.Lock()
 	p.held = c.kv
 	if s.places[p.owner] == p {
-		// Its release is one compare-and-swap on the key as read
-		// (lastHold).
-		s.owned[p.owner] = owned{mr: c.kv.ModRevision, holds: c.Holds}
+		// Its release is one delete of its key (lastHold).
+		s.owned[p.owner] = c.Holds
 	}
 	n := store.Notice{Grantee: store.GranteeID(p.owner), Token: c.token(), Seq: p.seq, Lease: min(p.lease, p.queue)}
 	s.mu.Unlock()

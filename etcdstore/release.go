@@ -8,27 +8,27 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Release implements store.Store. Only the owner writes its key, and every
-// write is a compare-and-swap on the key's mod revision: a late or
-// repeated release never touches another owner's hold (its key has
-// another name).
+// Release implements store.Store. Only the owner writes its key (but for
+// Revoke and ForceUnlock), and a late or repeated release never touches
+// another owner's hold: the owner's last hold, with its key as this store
+// last wrote it, is released by a plain delete of the key, whose name no
+// other owner gets while that delete may still land (slots.go); every
+// other write is a compare-and-swap on the key's mod revision.
 func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, error) {
-	key := s.ownKey(r.Name, r.Kind, r.Owner)
-	if mr, ok := s.lastHold(r); ok {
-		// The common case, in one request: the owner's last hold, its key
-		// as this store last wrote it.
-		resp, err := s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", mr)).
-			Then(clientv3.OpDelete(key)).
-			Commit()
+	if key, at, ok := s.lastHold(r); ok {
+		// The common case, in one request as cheap as etcd has.
+		resp, err := s.cli.Delete(ctx, key)
+		s.unpin(at, err != nil, r.Lease)
 		if err != nil {
 			return store.NotOwner, backendErr(err)
 		}
-		if resp.Succeeded {
-			s.forget(r.Owner, r.Name)
-			return store.Freed, nil
+		s.forget(r.Owner, r.Name)
+		if resp.Deleted == 0 {
+			return store.NotOwner, nil // gone with its lease, or forced
 		}
+		return store.Freed, nil
 	}
+	key := s.ownKey(r.Name, r.Kind, r.Owner)
 	s.unown(r.Owner)
 	for {
 		kv, h, err := s.get(ctx, key, r.Owner)
@@ -98,21 +98,14 @@ func (s *Store) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	return i >= 0 && admitted(cs, i, capacityOf(cs, 0)), nil
 }
 
-// An owned is what a store knows of the key of one of its owners that
-// holds a lock, as it last wrote it: its mod revision and its holds. Only
-// the owner writes its key but for Revoke and ForceUnlock (which change
-// its revision), so a release can be a compare-and-swap on that revision,
-// in one request, falling back to a read when the key changed.
-type owned struct {
-	mr    int64
-	holds []uint64
-}
-
-// own records that the store wrote the key of owner at revision mr, with
-// holds.
-func (s *Store) own(owner string, mr int64, holds []uint64) {
+// own records that the store wrote the key of owner with holds: until it
+// is forgotten (unown), the owner holds the lock with them, and a release
+// of its last hold is a plain delete of its key (Release). Only the owner
+// writes its key but for Revoke and ForceUnlock; its re-entries forget it
+// while they change the key, and then the release reads the key first.
+func (s *Store) own(owner string, holds []uint64) {
 	s.mu.Lock()
-	s.owned[owner] = owned{mr: mr, holds: holds}
+	s.owned[owner] = holds
 	s.mu.Unlock()
 }
 
@@ -123,16 +116,24 @@ func (s *Store) unown(owner string) {
 	s.mu.Unlock()
 }
 
-// lastHold returns the mod revision of the key of r's owner when r
-// releases the owner's last hold, as far as the store knows.
-func (s *Store) lastHold(r store.Request) (int64, bool) {
+// lastHold reports whether r releases its owner's last hold, with the
+// owner's key as the store last wrote it. If so, it returns the key, and
+// pins its slot: the caller unpins it once its delete of the key is
+// answered.
+func (s *Store) lastHold(r store.Request) (string, slotAt, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.owned[r.Owner]
-	if !ok || r.Hold != 0 && (len(o.holds) != 1 || o.holds[0] != r.Hold) {
-		return 0, false
+	holds, ok := s.owned[r.Owner]
+	if !ok || r.Hold != 0 && (len(holds) != 1 || holds[0] != r.Hold) {
+		return "", slotAt{}, false
 	}
-	return o.mr, true
+	n, ok := s.slots.of[slotOf{r.Owner, r.Name}]
+	if !ok {
+		return "", slotAt{}, false
+	}
+	at := slotAt{r.Name, n}
+	s.slots.pin(at)
+	return s.slotKey(r.Name, r.Kind, n), at, true
 }
 
 // forget stops tracking the key of owner in the lock name, which is gone

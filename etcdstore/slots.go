@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+	"time"
 
 	"github.com/distlock/distlock/store"
 )
@@ -24,8 +25,8 @@ import (
 // What makes a name safe to give again is what makes every request of an
 // owner harmless once the owner has gone: a put of the owner compares its
 // abandonment mark (and its key's absence, or the lock's); every other
-// write compares the key's mod revision, after a read that found the
-// owner's own value there; and Abandon deletes the key only when it marks
+// write but a release's delete (below) compares the key's mod revision,
+// after a read that found the owner's own value there; and Abandon deletes the key only when it marks
 // the owner for the first time. A slot is given again only once the store
 // knows its owner has no key and can make none (its last release freed
 // the lock or found nothing, its abandonment was confirmed, or its
@@ -34,16 +35,42 @@ import (
 // owner would mark the owner for the first time, and delete that key).
 // Like the refusal of late puts, this rests on no request of an owner
 // landing later than its mark lasts (store.AbandonFor of its lease).
+//
+// The one write that compares nothing is a release's delete of its
+// owner's key (Release): it would delete whatever key has the name when
+// it lands. So a delete pins its slot's number on the lock from the
+// moment its key is named until its reply: a pinned number goes to no
+// owner, whoever had it. A delete whose outcome is unknown may still land
+// later: its number stays pinned for store.AbandonFor of its lease.
 
 // A slotOf names the slot of one owner on one lock (an owner of a
 // multi-lock has one on each).
 type slotOf struct{ owner, name string }
+
+// A slotAt is slot number n on the lock name.
+type slotAt struct {
+	name string
+	n    int
+}
+
+// A pin keeps a slot number from being given: while deletes of its key are
+// on their way (sending), or until a time (a delete's outcome was
+// unknown).
+type pin struct {
+	sending int
+	until   time.Time
+}
 
 // slots are the slots of a store's owners.
 type slots struct {
 	id    string                      // the store's: 64 random bits, in hex
 	inUse map[string]map[int]struct{} // by lock name
 	of    map[slotOf]int
+	pins  map[slotAt]pin
+	// sweepAt is the number of pins at which the next unknown outcome
+	// drops the pins that have run out (a lock not bound again keeps its
+	// own until then).
+	sweepAt int
 	// abandoning: an Abandon of the owner was sent with its slot's key and
 	// not confirmed yet. Until one is, the slot stays the owner's whatever
 	// else ends it: that Abandon may still land, and delete the key of the
@@ -55,7 +82,7 @@ func newSlots() slots {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return slots{id: hex.EncodeToString(b[:]), inUse: map[string]map[int]struct{}{}, of: map[slotOf]int{},
-		abandoning: map[slotOf]bool{}}
+		pins: map[slotAt]pin{}, sweepAt: minSweep, abandoning: map[slotOf]bool{}}
 }
 
 // slotKey is the key of slot n of the store in the lock name, for kind.
@@ -82,7 +109,7 @@ func (s *Store) bindKeyLocked(name string, kind store.Kind, owner string) string
 			s.slots.inUse[name] = used
 		}
 		for {
-			if _, taken := used[n]; !taken {
+			if _, taken := used[n]; !taken && !s.slots.pinned(slotAt{name, n}) {
 				break
 			}
 			n++
@@ -149,5 +176,56 @@ func (s *Store) unbind(owner, name string) {
 	delete(s.slots.inUse[name], n)
 	if len(s.slots.inUse[name]) == 0 {
 		delete(s.slots.inUse, name)
+	}
+}
+
+// minSweep is the least number of pins at which pins that have run out
+// are dropped.
+const minSweep = 64
+
+// pin pins slot at while a delete of its key is on its way. s.mu must be
+// held.
+func (sl *slots) pin(at slotAt) {
+	p := sl.pins[at]
+	p.sending++
+	sl.pins[at] = p
+}
+
+// pinned reports whether slot at is pinned; it drops a pin that has run
+// out. s.mu must be held.
+func (sl *slots) pinned(at slotAt) bool {
+	p, ok := sl.pins[at]
+	if !ok {
+		return false
+	}
+	if p.sending > 0 || time.Now().Before(p.until) {
+		return true
+	}
+	delete(sl.pins, at)
+	return false
+}
+
+// unpin ends a pin of slot at by a delete that was answered, or, if its
+// outcome is unknown, keeps the slot pinned for store.AbandonFor(lease):
+// the delete may still land until then.
+func (s *Store) unpin(at slotAt, unknown bool, lease time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := &s.slots
+	p := sl.pins[at]
+	p.sending--
+	if u := time.Now().Add(store.AbandonFor(lease)); unknown && u.After(p.until) {
+		p.until = u
+	}
+	if p.sending <= 0 && !time.Now().Before(p.until) {
+		delete(sl.pins, at)
+		return
+	}
+	sl.pins[at] = p
+	if unknown && len(sl.pins) >= sl.sweepAt {
+		for a := range sl.pins {
+			sl.pinned(a)
+		}
+		sl.sweepAt = max(minSweep, 2*len(sl.pins))
 	}
 }

@@ -105,8 +105,8 @@ func TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce(t *testing.T) {
 
 // TestEtcdGrantedPlaceReleasesInOneRequest: a waiter granted the lock by
 // the holder's release (its grant read from the queue) releases it with one
-// compare-and-swap on its key as read, not by reading its key first: a
-// short hold of a fair mutex under contention costs two requests less.
+// delete of its key, not by reading its key first: a short hold of a fair
+// mutex under contention costs a request less.
 func TestEtcdGrantedPlaceReleasesInOneRequest(t *testing.T) {
 	cli, s, reqs, ranges := countingStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -141,7 +141,7 @@ func TestEtcdGrantedPlaceReleasesInOneRequest(t *testing.T) {
 		t.Fatalf("the waiter's release: %v, %v", rel, err)
 	}
 	if n, rs := reqs.Load()-r0, ranges.Load()-g0; n != 1 || rs != 0 {
-		t.Errorf("the granted waiter's release sent %d requests (%d reads), want 1 transaction", n, rs)
+		t.Errorf("the granted waiter's release sent %d requests (%d reads), want 1 delete", n, rs)
 	}
 	resp, err := cli.Get(ctx, etcdstore.DefaultPrefix+"lock/{"+name+"}/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {

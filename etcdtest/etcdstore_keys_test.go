@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdstore"
 	"github.com/distlock/distlock/etcdtest"
+	"github.com/distlock/distlock/store"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -362,5 +364,79 @@ func TestEtcdUnconfirmedAbandonKeepsTheName(t *testing.T) {
 	mu.Unlock()
 	if err := next.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEtcdUnconfirmedReleaseKeepsTheName: a release's delete of its
+// owner's key compares nothing, so a copy of it that lands late would
+// delete whatever key has that name then. Here the delete fails on its way
+// (its outcome unknown: it may land later), the owner is abandoned, and
+// the next owner of the same store on the lock takes it: with another key
+// name, which the delete, delivered late, leaves alone.
+func TestEtcdUnconfirmedReleaseKeepsTheName(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	const name = "unconfirmed-release"
+	var mu sync.Mutex
+	var lost []*pb.DeleteRangeRequest
+	fail := true
+	cli := dialWith(t, c.Endpoints(), grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if del, ok := req.(*pb.DeleteRangeRequest); ok && strings.HasPrefix(string(del.Key), "distlock/lock/{"+name+"}/") {
+				mu.Lock()
+				defer mu.Unlock()
+				if fail {
+					fail = false
+					lost = append(lost, proto.Clone(del).(*pb.DeleteRangeRequest))
+					return errors.New("test: release lost on its way")
+				}
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}))
+	s := etcdstore.New(cli)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	keyOf := func() (string, int64) {
+		t.Helper()
+		resp, err := cli.Get(ctx, "distlock/lock/{"+name+"}/", clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("the lock's keys: %v, %v; want one", resp, err)
+		}
+		return string(resp.Kvs[0].Key), resp.Kvs[0].CreateRevision
+	}
+
+	first := req(name, "first", store.Plain, 0)
+	if g, err := s.Acquire(ctx, first); err != nil || !g.Acquired {
+		t.Fatalf("the first owner: %+v, %v", g, err)
+	}
+	firstKey, _ := keyOf()
+	if _, err := s.Release(ctx, first); !errors.Is(err, store.ErrBackend) {
+		t.Fatalf("a release whose delete was lost: %v, want ErrBackend", err)
+	}
+	if len(lost) != 1 {
+		t.Fatalf("%d deletes held back, want 1", len(lost))
+	}
+	// The Client's clean-up abandons an owner whose release failed.
+	if _, err := s.Abandon(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	next := req(name, "next", store.Plain, 0)
+	g, err := s.Acquire(ctx, next)
+	if err != nil || !g.Acquired {
+		t.Fatalf("the next owner: %+v, %v", g, err)
+	}
+	nextKey, rev := keyOf()
+	if nextKey == firstKey {
+		t.Errorf("the next owner took the name %q of the owner whose release may still land", nextKey)
+	}
+	// The lost delete lands now, through another connection.
+	if _, err := pb.NewKVClient(c.Client(t).ActiveConnection()).DeleteRange(ctx, lost[0]); err != nil {
+		t.Fatal(err)
+	}
+	if k, r := keyOf(); k != nextKey || r != rev || uint64(r) != g.Token {
+		t.Errorf("after the late delete: key %q (created at %d), want the next owner's %q (token %d)", k, r, nextKey, g.Token)
+	}
+	if rel, err := s.Release(ctx, next); err != nil || rel != store.Freed {
+		t.Errorf("the next owner's release: %v, %v", rel, err)
 	}
 }
