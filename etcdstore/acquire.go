@@ -143,9 +143,6 @@ func (a *acquisition) kept(ka <-chan error, g store.Grant) (store.Grant, error) 
 		// The key may be gone with its lease, or it may not: unknown.
 		return store.Grant{}, fmt.Errorf("%w: etcd: the keep-alive of a lock's lease: %w", store.ErrBackend, err)
 	}
-	if g.Acquired {
-		a.s.own(a.r.Owner, a.h.Holds)
-	}
 	return g, nil
 }
 
@@ -287,7 +284,6 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 		// The keys before it left meanwhile: held, on the place's lease
 		// (the engine renews it to the hold's length at once).
 		s.dropPlace(r.Owner, p)
-		s.own(r.Owner, cs[i].Holds)
 		g := store.Grant{Acquired: true, Token: cs[i].token(), Holds: 1, Seq: r.Seq, Lease: min(r.Lease, r.Queue)}
 		if r.Kind == store.Semaphore {
 			g.Capacity = capacity
@@ -305,7 +301,6 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 // reenter adds hold r.Hold to the lock r.Owner holds.
 func (s *Store) reenter(ctx context.Context, r store.Request) (store.Grant, error) {
 	key := s.ownKey(r.Name, r.Kind, r.Owner)
-	s.unown(r.Owner) // its key changes: releases read it first
 	for {
 		kv, h, err := s.get(ctx, key, r.Owner)
 		if err != nil {

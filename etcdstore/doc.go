@@ -47,7 +47,7 @@
 // acquisitions for store.AbandonFor of its lease, and its key is deleted
 // in the same transaction (only if it was not marked yet: a late copy
 // deletes nothing). Only its owner writes a key, as a compare-and-swap on
-// its last revision, or, to release its last hold, as a plain delete while
+// its last revision, or, to release every hold, as a plain delete while
 // no other owner can have a key of that name (a name a delete may still
 // reach goes to no other owner), so a late or repeated release or renewal
 // never touches another owner's hold.

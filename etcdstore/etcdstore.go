@@ -59,7 +59,6 @@ type Store struct {
 	wakers  map[string]map[*waker]struct{} // by lock name: the Watches of queued kinds
 	classes map[int64]*classLease          // by TTL: the leases of the store's keys
 	marks   map[int64]*markLease           // by TTL: the leases of abandonment marks
-	owned   map[string][]uint64            // by owner: the holds of its key, as it last wrote them (own)
 	slots   slots                          // the names of its owners' keys
 }
 
@@ -78,7 +77,7 @@ func New(cli *clientv3.Client, opts ...Option) *Store {
 	host, _ := os.Hostname()
 	s := &Store{cli: cli, prefix: cfg.prefix, err: cfg.err, host: host, pid: os.Getpid(),
 		places: map[string]*place{}, wakers: map[string]map[*waker]struct{}{},
-		classes: map[int64]*classLease{}, marks: map[int64]*markLease{}, owned: map[string][]uint64{},
+		classes: map[int64]*classLease{}, marks: map[int64]*markLease{},
 		slots: newSlots()}
 	s.watches, s.endWatches = context.WithCancel(context.Background())
 	return s

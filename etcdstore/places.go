@@ -166,10 +166,6 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 func (s *Store) granted(p *place, c contender) {
 	s.mu.Lock()
 	p.held = c.kv
-	if s.places[p.owner] == p {
-		// Its release is one delete of its key (lastHold).
-		s.owned[p.owner] = c.Holds
-	}
 	n := store.Notice{Grantee: store.GranteeID(p.owner), Token: c.token(), Seq: p.seq, Lease: min(p.lease, p.queue)}
 	s.mu.Unlock()
 	s.notify(p, n)

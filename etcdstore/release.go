@@ -10,12 +10,13 @@ import (
 
 // Release implements store.Store. Only the owner writes its key (but for
 // Revoke and ForceUnlock), and a late or repeated release never touches
-// another owner's hold: the owner's last hold, with its key as this store
-// last wrote it, is released by a plain delete of the key, whose name no
-// other owner gets while that delete may still land (slots.go); every
-// other write is a compare-and-swap on the key's mod revision.
+// another owner's hold. A release of every hold (r.Hold 0: the Client's
+// release of its last lease) is a plain delete of the owner's key, whose
+// name no other owner gets while that delete may still land (slots.go);
+// a release of one hold reads the key and writes it back by
+// compare-and-swap on its mod revision.
 func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, error) {
-	if key, at, ok := s.lastHold(r); ok {
+	if key, at, ok := s.pinOwnKey(r); ok {
 		// The common case, in one request as cheap as etcd has.
 		resp, err := s.cli.Delete(ctx, key)
 		s.unpin(at, err != nil, r.Lease)
@@ -29,7 +30,6 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 		return store.Freed, nil
 	}
 	key := s.ownKey(r.Name, r.Kind, r.Owner)
-	s.unown(r.Owner)
 	for {
 		kv, h, err := s.get(ctx, key, r.Owner)
 		if err != nil {
@@ -98,35 +98,16 @@ func (s *Store) Abandon(ctx context.Context, r store.Request) (bool, error) {
 	return i >= 0 && admitted(cs, i, capacityOf(cs, 0)), nil
 }
 
-// own records that the store wrote the key of owner with holds: until it
-// is forgotten (unown), the owner holds the lock with them, and a release
-// of its last hold is a plain delete of its key (Release). Only the owner
-// writes its key but for Revoke and ForceUnlock; its re-entries forget it
-// while they change the key, and then the release reads the key first.
-func (s *Store) own(owner string, holds []uint64) {
-	s.mu.Lock()
-	s.owned[owner] = holds
-	s.mu.Unlock()
-}
-
-// unown forgets what the store knew of the key of owner.
-func (s *Store) unown(owner string) {
-	s.mu.Lock()
-	delete(s.owned, owner)
-	s.mu.Unlock()
-}
-
-// lastHold reports whether r releases its owner's last hold, with the
-// owner's key as the store last wrote it. If so, it returns the key, and
-// pins its slot: the caller unpins it once its delete of the key is
-// answered.
-func (s *Store) lastHold(r store.Request) (string, slotAt, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	holds, ok := s.owned[r.Owner]
-	if !ok || r.Hold != 0 && (len(holds) != 1 || holds[0] != r.Hold) {
+// pinOwnKey returns, for a release of every hold of r's owner, its key,
+// and pins the key's slot (the caller unpins it once its delete of the key
+// is answered). It reports false for a release of one hold, or an owner
+// with no key name.
+func (s *Store) pinOwnKey(r store.Request) (string, slotAt, bool) {
+	if r.Hold != 0 {
 		return "", slotAt{}, false
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	n, ok := s.slots.of[slotOf{r.Owner, r.Name}]
 	if !ok {
 		return "", slotAt{}, false
@@ -137,9 +118,8 @@ func (s *Store) lastHold(r store.Request) (string, slotAt, bool) {
 }
 
 // forget stops tracking the key of owner in the lock name, which is gone
-// for good: its place, what the store knew of it, and its slot.
+// for good: its place and its slot.
 func (s *Store) forget(owner, name string) {
 	s.dropPlace(owner, nil)
-	s.unown(owner)
 	s.unbind(owner, name)
 }

@@ -228,7 +228,6 @@ func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, 
 			continue
 		}
 		s.dropPlace(r.Owner, nil) // a hold now: no place any more
-		s.own(r.Owner, h.Holds)
 		return nil
 	}
 }
