@@ -198,12 +198,19 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 				if sc == "b" {
 					g = c.parallel
 				}
+				m0, merr := srv.Metrics()
 				scpu, ccpu, t0 := srv.CPU(), harness.CPUTime(), time.Now()
 				v, err := etcdbench.Uncontended(ls[0], p+sc+"/", g, c.duration)
 				pairs := v * time.Since(t0).Seconds()
 				scpu, ccpu = srv.CPU()-scpu, harness.CPUTime()-ccpu
+				m1, merr2 := srv.Metrics()
 				closeAll(ls)
 				check(err, sc, lib)
+				if merr == nil && merr2 == nil {
+					// The server's KV requests per pair (Range, Txn, Put,
+					// DeleteRange...): the same work asked of it, or not.
+					r.Add(sc, lib, "kv", m0.Delta(m1, "grpc_server_started_total", `grpc_service="etcdserverpb.KV"`)/pairs)
+				}
 				r.Add(sc, lib, "ops", v)
 				// CPU per pair, in µs: the server's, and this process's
 				// (the clients', with the harness's small share).
@@ -320,6 +327,7 @@ func reportRates(w func(string, ...any), c config, members int, scenarios []stri
 		line(fmt.Sprintf("(b) %d goroutines, a key each: pairs/s, ÷ concurrency", c.parallel), "b", "ops", harness.Num, true)
 		line("(a) CPU per pair, server: µs, ÷ concurrency", "a", "scpu", harness.Num, true)
 		line("(a) CPU per pair, clients: µs, ÷ concurrency", "a", "ccpu", harness.Num, true)
+		line("(a) KV requests to the server per pair (the metric grpc_server_started_total)", "a", "kv", harness.Fix3, false)
 		line("(b) CPU per pair, server: µs, ÷ concurrency", "b", "scpu", harness.Num, true)
 		line("(b) CPU per pair, clients: µs, ÷ concurrency", "b", "ccpu", harness.Num, true)
 		line(fmt.Sprintf("(c) %d clients × %d goroutines on one key, hold %v: **owner changes/s**, ÷ concurrency", c.clients, c.goroutines, c.hold), "c", "changes", harness.Num, true)
