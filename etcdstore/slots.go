@@ -64,7 +64,7 @@ type pin struct {
 // slots are the slots of a store's owners.
 type slots struct {
 	id    string                      // the store's: 64 random bits, in hex
-	inUse map[string]map[int]struct{} // by lock name
+	inUse map[slotAt]struct{} // one set for every lock: no map per lock held
 	of    map[slotOf]int
 	pins  map[slotAt]pin
 	// sweepAt is the number of pins at which the next unknown outcome
@@ -81,7 +81,7 @@ type slots struct {
 func newSlots() slots {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return slots{id: hex.EncodeToString(b[:]), inUse: map[string]map[int]struct{}{}, of: map[slotOf]int{},
+	return slots{id: hex.EncodeToString(b[:]), inUse: map[slotAt]struct{}{}, of: map[slotOf]int{},
 		pins: map[slotAt]pin{}, sweepAt: minSweep, abandoning: map[slotOf]bool{}}
 }
 
@@ -103,18 +103,13 @@ func (s *Store) bindKeyLocked(name string, kind store.Kind, owner string) string
 	at := slotOf{owner, name}
 	n, ok := s.slots.of[at]
 	if !ok {
-		used := s.slots.inUse[name]
-		if used == nil {
-			used = map[int]struct{}{}
-			s.slots.inUse[name] = used
-		}
 		for {
-			if _, taken := used[n]; !taken && !s.slots.pinned(slotAt{name, n}) {
+			if _, taken := s.slots.inUse[slotAt{name, n}]; !taken && !s.slots.pinned(slotAt{name, n}) {
 				break
 			}
 			n++
 		}
-		used[n] = struct{}{}
+		s.slots.inUse[slotAt{name, n}] = struct{}{}
 		s.slots.of[at] = n
 	}
 	return s.slotKey(name, kind, n)
@@ -173,10 +168,7 @@ func (s *Store) unbind(owner, name string) {
 		return
 	}
 	delete(s.slots.of, at)
-	delete(s.slots.inUse[name], n)
-	if len(s.slots.inUse[name]) == 0 {
-		delete(s.slots.inUse, name)
-	}
+	delete(s.slots.inUse, slotAt{name, n})
 }
 
 // minSweep is the least number of pins at which pins that have run out
