@@ -19,7 +19,7 @@ func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, er
 	if key, at, ok := s.pinOwnKey(r); ok {
 		// The common case, in one request as cheap as etcd has.
 		resp, err := s.cli.Delete(ctx, key)
-		s.unpin(at, err != nil, r.Lease)
+		s.unpin(at, err != nil)
 		if err != nil {
 			return store.NotOwner, backendErr(err)
 		}

@@ -26,8 +26,8 @@ import (
 // owner harmless once the owner has gone: a put of the owner compares its
 // abandonment mark (and its key's absence, or the lock's); every other
 // write but a release's delete (below) compares the key's mod revision,
-// after a read that found the owner's own value there; and Abandon deletes the key only when it marks
-// the owner for the first time. A slot is given again only once the store
+// after a read that found the owner's own value there; and Abandon
+// deletes the key only when it marks the owner for the first time. A slot is given again only once the store
 // knows its owner has no key and can make none (its last release freed
 // the lock or found nothing, its abandonment was confirmed, or its
 // acquisition took nothing and left nothing) and no Abandon of it is on
@@ -41,7 +41,9 @@ import (
 // it lands. So a delete pins its slot's number on the lock from the
 // moment its key is named until its reply: a pinned number goes to no
 // owner, whoever had it. A delete whose outcome is unknown may still land
-// later: its number stays pinned for store.AbandonFor of its lease.
+// later: its number stays pinned for store.AbandonFor of the longest
+// lease of the store's keys (a release does not say the hold's lease; a
+// key's lease is at least its hold's).
 
 // A slotOf names the slot of one owner on one lock (an owner of a
 // multi-lock has one on each).
@@ -63,7 +65,7 @@ type pin struct {
 
 // slots are the slots of a store's owners.
 type slots struct {
-	id    string                      // the store's: 64 random bits, in hex
+	id    string              // the store's: 64 random bits, in hex
 	inUse map[slotAt]struct{} // one set for every lock: no map per lock held
 	of    map[slotOf]int
 	pins  map[slotAt]pin
@@ -198,16 +200,23 @@ func (sl *slots) pinned(at slotAt) bool {
 }
 
 // unpin ends a pin of slot at by a delete that was answered, or, if its
-// outcome is unknown, keeps the slot pinned for store.AbandonFor(lease):
-// the delete may still land until then.
-func (s *Store) unpin(at slotAt, unknown bool, lease time.Duration) {
+// outcome is unknown, keeps the slot pinned for store.AbandonFor of the
+// longest lease of the store's keys: the delete may still land until
+// then.
+func (s *Store) unpin(at slotAt, unknown bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := &s.slots
 	p := sl.pins[at]
 	p.sending--
-	if u := time.Now().Add(store.AbandonFor(lease)); unknown && u.After(p.until) {
-		p.until = u
+	if unknown {
+		var longest time.Duration
+		for ttl := range s.classes {
+			longest = max(longest, time.Duration(ttl)*time.Second)
+		}
+		if u := time.Now().Add(store.AbandonFor(longest)); u.After(p.until) {
+			p.until = u
+		}
 	}
 	if p.sending <= 0 && !time.Now().Before(p.until) {
 		delete(sl.pins, at)
