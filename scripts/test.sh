@@ -121,14 +121,22 @@ status() {
 chaos='^TestChaos'
 gotest=(go test -race -count=1 -timeout 10m)
 
-# The build step compiles each module's tests with the race detector
-# (running none of them), so that the modules' tests, side by side, do
-# not compile the packages they share twice; then `go vet -race`, which
+# The build step checks that every Go file is formatted by gofmt; then
+# it compiles each module's tests with the race detector (running none
+# of them), so that the modules' tests, side by side, do not compile the
+# packages they share twice; then `go vet -race`, which
 # checks the same files (race_test.go included) from the export data
 # just built, where a plain `go vet` would compile every package again
 # without the race detector.
 build='set -o pipefail
 rc=0
+echo "gofmt -l"
+unformatted=$(gofmt -l .) || rc=1
+if [ -n "$unformatted" ]; then
+	echo "not formatted with gofmt:"
+	echo "$unformatted"
+	rc=1
+fi
 for m in . cmd/distlock safety bench etcdstore etcdtest sqltest sqlstore prometheus otel rueidisstore; do
 	echo "go test -race -run ^\$ ($m)"
 	(cd "$m" && go test -race -count=1 -run "^\$" ./... | sed "/\[no tests to run\]\$/d") || rc=1
