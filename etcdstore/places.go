@@ -98,12 +98,12 @@ func (s *Store) confirmed(owner string, seq uint64) {
 }
 
 // follow waits, in the background, until the place p (its key made at
-// revision token, and cs the queue read at revision rev) holds the lock, and then tells the Watches of its lock
-// (store.Notice). It watches only what can let it in: the key just before
-// it (a writer, a fair mutex, an election), the last writer before it (a
-// reader), or every delete of the semaphore's keys; and its own key, whose
-// end it tells the Watches too (a Notice with Gone: the waiter queues again
-// at once). A watch that fails (a member lost, no leader) is made again
+// revision token, and cs the queue read at revision rev) holds the lock,
+// and then tells the Watches of its lock (store.Notice). It watches only
+// what can let it in: the key just before it (a writer, a fair mutex, an
+// election), the last writer before it (a reader), or every delete of the
+// semaphore's keys; and its own key, whose end it tells the Watches too (a
+// Notice with Gone: the waiter queues again at once). A watch that fails (a member lost, no leader) is made again
 // after a fresh read.
 //
 // Its watches start at the server's current revision, not at that of the
