@@ -166,10 +166,28 @@ func (s *Store) keepAlive(ctx context.Context, c *classLease, id clientv3.LeaseI
 // keepAliveAsync is keepAlive in the background: its outcome comes on the
 // channel returned.
 func (s *Store) keepAliveAsync(ctx context.Context, c *classLease, id clientv3.LeaseID, since time.Time) <-chan error {
+	if c.keptSince(id, since) {
+		return noError // the common case: no goroutine, no channel
+	}
 	ch := make(chan error, 1)
 	go func() { ch <- s.keepAlive(ctx, c, id, since) }()
 	return ch
 }
+
+// keptSince reports whether a keep-alive of lease id of c, the lease it
+// has, sent at or after since minus keepAliveSlack has been answered.
+func (c *classLease) keptSince(id clientv3.LeaseID, since time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.id == id && !c.kept.Before(since.Add(-keepAliveSlack))
+}
+
+// noError is a closed channel: it yields nil at once.
+var noError = func() chan error {
+	ch := make(chan error)
+	close(ch)
+	return ch
+}()
 
 // sendKeepAlive sends r now, as the keep-alive in flight of c, and
 // returns it. c.mu must be held.
