@@ -1,0 +1,181 @@
+package bench_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdstore"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
+)
+
+// BenchmarkEtcdClientCPU measures what an uncontended acquire and release
+// costs the client itself, above gRPC: each library runs on an etcd
+// client whose KV, Lease and Watch APIs answer every request at once, in
+// memory (instantKV below: no server, no network, no marshalling). It
+// checks nothing of etcd's behaviour, which the etcdtest suites do on
+// real members; it isolates the share of etcdbench's (a) that is the
+// library's own CPU, without the noise of a round trip:
+//
+//	GOMAXPROCS=1 go test -run '^$' -bench EtcdClientCPU -benchmem -count 5
+//
+// The requests are those of a free lock: a transaction and a delete for
+// each library. The context has a deadline, as in etcdbench's (a).
+func BenchmarkEtcdClientCPU(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	const key = "bench/clientcpu"
+	b.Run("lib=concurrency", func(b *testing.B) {
+		s, err := concurrency.NewSession(instantClient())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			m := concurrency.NewMutex(s, key)
+			if err := m.Lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, fair := range []bool{false, true} {
+		name := "lib=distlock"
+		if fair {
+			name = "lib=distlock-fair"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := distlock.New(etcdstore.New(instantClient()), distlock.WithLogger(nil))
+			defer c.Close()
+			m := c.Mutex(key)
+			if fair {
+				m = c.FairMutex(key)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// instantClient is an etcd client whose KV, Lease and Watch APIs answer
+// at once, in memory: every transaction succeeds, every delete deletes a
+// key, every lease is granted and kept alive, every watch is created.
+func instantClient() *clientv3.Client {
+	cli := clientv3.NewCtxClient(context.Background())
+	cli.KV = clientv3.NewKVFromKVClient(instantKV{}, cli)
+	cli.Lease = instantLease{}
+	cli.Watcher = instantWatcher{}
+	return cli
+}
+
+var instantRev atomic.Int64
+
+func instantHeader() *pb.ResponseHeader { return &pb.ResponseHeader{Revision: instantRev.Add(1)} }
+
+// instantKV is a pb.KVClient that answers in memory.
+type instantKV struct{}
+
+func (instantKV) Range(context.Context, *pb.RangeRequest, ...grpc.CallOption) (*pb.RangeResponse, error) {
+	return &pb.RangeResponse{Header: instantHeader()}, nil
+}
+
+func (instantKV) RangeStream(context.Context, *pb.RangeRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[pb.RangeStreamResponse], error) {
+	return nil, errInstant
+}
+
+func (instantKV) Put(context.Context, *pb.PutRequest, ...grpc.CallOption) (*pb.PutResponse, error) {
+	return &pb.PutResponse{Header: instantHeader()}, nil
+}
+
+func (instantKV) DeleteRange(context.Context, *pb.DeleteRangeRequest, ...grpc.CallOption) (*pb.DeleteRangeResponse, error) {
+	return &pb.DeleteRangeResponse{Header: instantHeader(), Deleted: 1}, nil
+}
+
+// Txn succeeds, with an empty reply to each operation of the success branch.
+func (instantKV) Txn(_ context.Context, in *pb.TxnRequest, _ ...grpc.CallOption) (*pb.TxnResponse, error) {
+	r := &pb.TxnResponse{Header: instantHeader(), Succeeded: true}
+	for _, op := range in.Success {
+		var resp pb.ResponseOp
+		switch op.Request.(type) {
+		case *pb.RequestOp_RequestPut:
+			resp.Response = &pb.ResponseOp_ResponsePut{ResponsePut: &pb.PutResponse{}}
+		case *pb.RequestOp_RequestRange:
+			resp.Response = &pb.ResponseOp_ResponseRange{ResponseRange: &pb.RangeResponse{}}
+		case *pb.RequestOp_RequestDeleteRange:
+			resp.Response = &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: &pb.DeleteRangeResponse{}}
+		default:
+			return nil, errInstant
+		}
+		r.Responses = append(r.Responses, &resp)
+	}
+	return r, nil
+}
+
+func (instantKV) Compact(context.Context, *pb.CompactionRequest, ...grpc.CallOption) (*pb.CompactionResponse, error) {
+	return nil, errInstant
+}
+
+// errInstant answers what the benchmark never asks.
+var errInstant = grpc.ErrClientConnClosing
+
+// instantLease grants and keeps alive every lease at once.
+type instantLease struct{}
+
+func (instantLease) Grant(_ context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
+	return &clientv3.LeaseGrantResponse{ResponseHeader: instantHeader(), ID: 1, TTL: ttl}, nil
+}
+
+func (instantLease) Revoke(context.Context, clientv3.LeaseID) (*clientv3.LeaseRevokeResponse, error) {
+	return &clientv3.LeaseRevokeResponse{Header: instantHeader()}, nil
+}
+
+func (instantLease) TimeToLive(_ context.Context, id clientv3.LeaseID, _ ...clientv3.LeaseOption) (*clientv3.LeaseTimeToLiveResponse, error) {
+	return &clientv3.LeaseTimeToLiveResponse{ResponseHeader: instantHeader(), ID: id, TTL: 60}, nil
+}
+
+func (instantLease) Leases(context.Context) (*clientv3.LeaseLeasesResponse, error) {
+	return &clientv3.LeaseLeasesResponse{}, nil
+}
+
+// KeepAlive returns a channel that stays quiet until ctx ends: the lease
+// lives.
+func (instantLease) KeepAlive(ctx context.Context, _ clientv3.LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	ch := make(chan *clientv3.LeaseKeepAliveResponse)
+	context.AfterFunc(ctx, func() { close(ch) })
+	return ch, nil
+}
+
+func (instantLease) KeepAliveOnce(_ context.Context, id clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
+	return &clientv3.LeaseKeepAliveResponse{ResponseHeader: instantHeader(), ID: id, TTL: 60}, nil
+}
+
+func (instantLease) Close() error { return nil }
+
+// instantWatcher creates every watch at once; no event ever comes.
+type instantWatcher struct{}
+
+func (instantWatcher) Watch(ctx context.Context, _ string, _ ...clientv3.OpOption) clientv3.WatchChan {
+	ch := make(chan clientv3.WatchResponse, 1)
+	ch <- clientv3.WatchResponse{Created: true}
+	context.AfterFunc(ctx, func() { close(ch) })
+	return ch
+}
+
+func (instantWatcher) RequestProgress(context.Context) error { return nil }
+func (instantWatcher) Close() error                          { return nil }
