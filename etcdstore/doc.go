@@ -66,9 +66,11 @@
 // A lease or queue timeout shorter than MinLease is refused with
 // ErrInvalidOption (etcd's TTLs are whole seconds, with a floor). An etcd leader change extends every lease (the safe
 // direction). A grant needs no confirmation (the store is not a
-// store.GrantConfirmer): the waiter learns of it by a linearizable read of
-// committed keys, and its key, on the lease of places until then, moves
-// to the lease of holds at its first renewal.
+// store.GrantConfirmer): the waiter learns of it by a read of committed
+// keys (as of the revision of the change its watches reported, from any
+// member that has applied it; linearizable if none has), and its key, on
+// the lease of places until then, moves to the lease of holds at its first
+// renewal.
 //
 // The Client never closes the etcd client given to New.
 package etcdstore

@@ -127,14 +127,16 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 		defer cancel()
 		var ws *watchSet
 		defer func() { ws.stop() }()
+		var changed int64 // the revision of the change that the watches just reported, or 0
 		for ctx.Err() == nil {
 			if cs == nil {
 				var err error
-				if cs, rev, err = s.queue(ctx, p.name); err != nil {
+				if cs, rev, err = s.queueAfter(ctx, p.name, changed); err != nil {
 					pause(ctx, 100*time.Millisecond)
 					continue
 				}
 			}
+			changed = 0
 			i := find(cs, p.owner)
 			if i < 0 || cs[i].token() != token {
 				s.notify(p, store.Notice{Grantee: store.GranteeID(p.owner), Gone: true})
@@ -146,7 +148,7 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 			}
 			want := append(before(cs, i), watched{key: p.key}) // its own key's end
 			if ws.covers(want) {
-				if ws.await(ctx, rev) {
+				if changed = ws.await(ctx, rev); changed > 0 {
 					cs = nil // a change after the read: read again
 					continue
 				}
@@ -160,6 +162,32 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 			cs = nil // read again: the watches cover every change after it
 		}
 	}()
+}
+
+// queueAfter reads the contenders of the lock name, and the revision read
+// at, after its watches reported a change at revision changed (0: none;
+// the read is then linearizable, as a read that the watches must follow).
+//
+// After a change, the queue is read as of that change's revision, from
+// whichever member the client asks, without a round through the leader
+// (a serializable read at a revision a member has applied is the same on
+// every member), and the watches cover every change after it. A place's
+// admission only grows with revisions: every key made later is behind it,
+// and the keys before it can only leave, or turn from writers into
+// readers. So a place admitted as of the change is admitted now, unless
+// its own key has gone since, which its watches report. A member that has
+// not applied the revision yet, or has compacted it, refuses the read; the
+// queue is then read as it is now, through the leader.
+func (s *Store) queueAfter(ctx context.Context, name string, changed int64) ([]contender, int64, error) {
+	if changed > 0 {
+		dir := s.lockDir(name)
+		resp, err := s.cli.Do(ctx, clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithRev(changed), clientv3.WithSerializable(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
+		if err == nil {
+			return contenders(dir, resp.Get().Kvs), changed, nil
+		}
+	}
+	return s.queue(ctx, name)
 }
 
 // granted tells the Watches of p's lock that p holds it as c.

@@ -131,23 +131,23 @@ func (ws *watchSet) covers(of []watched) bool {
 	return !ws.ended && slices.Equal(ws.of, of)
 }
 
-// await returns true at the first change after revision rev, or when ctx
-// ends, and false if a watch ended first.
-func (ws *watchSet) await(ctx context.Context, rev int64) bool {
+// await returns the revision of the last change seen, at the first change
+// after revision rev; 0 if a watch ended first, or ctx ended.
+func (ws *watchSet) await(ctx context.Context, rev int64) int64 {
 	for {
 		ws.mu.Lock()
 		last, ended := ws.last, ws.ended
 		ws.mu.Unlock()
 		switch {
 		case ended:
-			return false
+			return 0
 		case last > rev:
-			return true
+			return last
 		}
 		select {
 		case <-ws.changed:
 		case <-ctx.Done():
-			return true
+			return 0
 		}
 	}
 }

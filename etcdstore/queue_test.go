@@ -1,0 +1,88 @@
+package etcdstore
+
+import (
+	"context"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+)
+
+// rangeKV answers ranges from memory and records them: a serializable
+// read at a revision gets atRev (or atRevErr), any other read now.
+type rangeKV struct {
+	pb.KVClient // any other request panics: the test sends none
+	atRev, now  []*mvccpb.KeyValue
+	atRevErr    error
+	reads       []*pb.RangeRequest
+}
+
+func (kv *rangeKV) Range(_ context.Context, in *pb.RangeRequest, _ ...grpc.CallOption) (*pb.RangeResponse, error) {
+	kv.reads = append(kv.reads, in)
+	if in.Serializable && in.Revision > 0 {
+		if kv.atRevErr != nil {
+			return nil, kv.atRevErr
+		}
+		return &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: 100}, Kvs: kv.atRev}, nil
+	}
+	return &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: 200}, Kvs: kv.now}, nil
+}
+
+// TestQueueAfterAChange: after a change that a waiting place's watches
+// reported, the queue is read as of the change's revision without a round
+// through the leader (a serializable read at that revision), and the
+// revision it reports is the change's, whatever the member's current one:
+// the watches cover every change after it. A member that refuses the read
+// (it has not applied the revision, or compacted it) leaves a linearizable
+// read of the queue as it is now; so does a read that follows no change.
+func TestQueueAfterAChange(t *testing.T) {
+	ctx := context.Background()
+	owner := func(s *Store, id string) *mvccpb.KeyValue {
+		return &mvccpb.KeyValue{Key: []byte(s.lockDir("x") + "f/" + id), CreateRevision: 10,
+			Value: []byte(holding{Owner: id, Holds: []uint64{1}}.encode())}
+	}
+	for _, tc := range []struct {
+		name      string
+		changed   int64
+		atRevErr  error
+		wantOwner string
+		wantRev   int64
+		wantReads int
+	}{
+		{name: "after a change", changed: 50, wantOwner: "then", wantRev: 50, wantReads: 1},
+		{name: "a member behind", changed: 50, atRevErr: rpctypes.ErrGRPCFutureRev, wantOwner: "now", wantRev: 200, wantReads: 2},
+		{name: "compacted", changed: 50, atRevErr: rpctypes.ErrGRPCCompacted, wantOwner: "now", wantRev: 200, wantReads: 2},
+		{name: "no change", changed: 0, wantOwner: "now", wantRev: 200, wantReads: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := clientv3.NewCtxClient(ctx)
+			s := New(cli)
+			kv := &rangeKV{atRev: []*mvccpb.KeyValue{owner(s, "then")}, now: []*mvccpb.KeyValue{owner(s, "now")}, atRevErr: tc.atRevErr}
+			cli.KV = clientv3.NewKVFromKVClient(kv, cli)
+			cs, rev, err := s.queueAfter(ctx, "x", tc.changed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cs) != 1 || cs[0].Owner != tc.wantOwner || rev != tc.wantRev {
+				t.Fatalf("read %d contenders (%+v) at revision %d, want %q at %d", len(cs), cs, rev, tc.wantOwner, tc.wantRev)
+			}
+			if len(kv.reads) != tc.wantReads {
+				t.Fatalf("%d reads, want %d", len(kv.reads), tc.wantReads)
+			}
+			if first := kv.reads[0]; tc.changed > 0 && (!first.Serializable || first.Revision != tc.changed) {
+				t.Errorf("the read after a change: serializable %v at revision %d, want a serializable read at %d", first.Serializable, first.Revision, tc.changed)
+			}
+			if last := kv.reads[len(kv.reads)-1]; tc.wantOwner == "now" && (last.Serializable || last.Revision != 0) {
+				t.Errorf("the read of the queue now: serializable %v at revision %d, want a linearizable read of the latest", last.Serializable, last.Revision)
+			}
+			for _, r := range kv.reads {
+				if r.SortTarget != pb.RangeRequest_CREATE || r.SortOrder != pb.RangeRequest_ASCEND || len(r.RangeEnd) == 0 {
+					t.Errorf("a read not in queue order over the lock's directory: %v", r)
+				}
+			}
+		})
+	}
+}
