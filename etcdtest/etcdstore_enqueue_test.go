@@ -103,6 +103,19 @@ func TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce(t *testing.T) {
 	}
 }
 
+// awaitGrant waits for a notice on grants, which must be owner's grant.
+func awaitGrant(ctx context.Context, t *testing.T, grants <-chan store.Notice, owner string) {
+	t.Helper()
+	select {
+	case n := <-grants:
+		if n.Gone || n.Grantee != store.GranteeID(owner) {
+			t.Fatalf("notice %+v, want the grant of %s", n, owner)
+		}
+	case <-ctx.Done():
+		t.Fatal("no grant")
+	}
+}
+
 // TestEtcdGrantedPlaceReleasesInOneRequest: a waiter granted the lock by
 // the holder's release (its grant read from the queue) releases it with one
 // delete of its key, not by reading its key first: a short hold of a fair
@@ -128,14 +141,7 @@ func TestEtcdGrantedPlaceReleasesInOneRequest(t *testing.T) {
 	if rel, err := s.Release(ctx, holder); err != nil || rel != store.Freed {
 		t.Fatalf("the holder's release: %v, %v", rel, err)
 	}
-	select {
-	case n := <-grants:
-		if n.Gone || n.Grantee != store.GranteeID(waiter.Owner) {
-			t.Fatalf("notice %+v, want the waiter's grant", n)
-		}
-	case <-ctx.Done():
-		t.Fatal("no grant")
-	}
+	awaitGrant(ctx, t, grants, waiter.Owner)
 	r0, g0 := reqs.Load(), ranges.Load()
 	waiter.Hold = 0 // every hold: as a Client releases its last lease
 	if rel, err := s.Release(ctx, waiter); err != nil || rel != store.Freed {
