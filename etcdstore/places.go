@@ -148,8 +148,8 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 			}
 			want := append(before(cs, i), watched{key: p.key}) // its own key's end
 			if ws.covers(want) {
-				if changed = ws.await(ctx, rev); changed > 0 {
-					cs = nil // a change after the read: read again
+				if changed = ws.await(ctx, rev); changed > 0 || ctx.Err() != nil {
+					cs = nil // a change after the read: read again (or stop)
 					continue
 				}
 				// A watch ended: events may have been lost.
