@@ -57,17 +57,7 @@ func TestEtcdGrantReadAtTheReleaseRevision(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	leader, err := c.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var follower *etcdtest.Member
-	for _, m := range c.Members() {
-		if m != leader {
-			follower = m
-			break
-		}
-	}
+	leader, follower := leaderAndFollower(ctx, t, c)
 	log := &rangeLog{sent: make(chan struct{}, 16)}
 	hs := etcdstore.New(dialWith(t, []string{leader.Endpoint()}))
 	ws := etcdstore.New(dialWith(t, []string{follower.Endpoint()}, grpc.WithChainUnaryInterceptor(log.interceptor)))

@@ -33,6 +33,22 @@ func countingClient(t *testing.T, n, ranges *atomic.Int64, endpoints ...string) 
 		}))
 }
 
+// leaderAndFollower returns c's leader and one of its followers.
+func leaderAndFollower(ctx context.Context, t *testing.T, c *etcdtest.Cluster) (leader, follower *etcdtest.Member) {
+	t.Helper()
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.Members() {
+		if m != leader {
+			return leader, m
+		}
+	}
+	t.Fatal("no follower")
+	return nil, nil
+}
+
 // dialWith returns a client of endpoints with the dial options opts,
 // closed when the test ends.
 func dialWith(t *testing.T, endpoints []string, opts ...grpc.DialOption) *clientv3.Client {
@@ -185,17 +201,7 @@ func TestEtcdTokensAcrossLeaderChange(t *testing.T) {
 		}
 	}
 	take("before")
-	leader, err := c.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var other *etcdtest.Member
-	for _, m := range c.Members() {
-		if m != leader {
-			other = m
-			break
-		}
-	}
+	_, other := leaderAndFollower(ctx, t, c)
 	if err := c.TransferLeader(ctx, other); err != nil {
 		t.Fatal(err)
 	}
