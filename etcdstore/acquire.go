@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/store"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -85,12 +86,7 @@ func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 		var cs []contender
 		if r.Kind != store.Semaphore || r.Permits <= r.Capacity {
 			ka := a.keepAlive(ctx, a.hold, lease)
-			resp, err := s.cli.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(a.dir).WithPrefix(), "=", 0),
-					clientv3.Compare(clientv3.CreateRevision(a.mark), "=", 0)).
-				Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(lease))).
-				Else(rangeOp(a.dir), clientv3.OpGet(a.mark, clientv3.WithCountOnly())).
-				Commit()
+			resp, err := s.wire.txn(ctx, a.freeTxn(lease))
 			if err != nil {
 				return store.Grant{}, a.putErr(lease, err)
 			}
@@ -116,6 +112,20 @@ func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 		if done || err != nil {
 			return g, err
 		}
+	}
+}
+
+// freeTxn is the transaction that takes the lock if nothing of its name
+// exists and the owner is not abandoned, putting the owner's key on
+// lease; else it reads the lock's keys and counts the owner's mark.
+func (a *acquisition) freeTxn(lease clientv3.LeaseID) *pb.TxnRequest {
+	dir, end, mark := []byte(a.dir), []byte(clientv3.GetPrefixRangeEnd(a.dir)), []byte(a.mark)
+	return &pb.TxnRequest{
+		Compare: []*pb.Compare{createdEquals(dir, end, 0), createdEquals(mark, nil, 0)},
+		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
+			Key: []byte(a.key), Value: []byte(a.h.encode()), Lease: int64(lease)}}}},
+		Failure: []*pb.RequestOp{queueRange(dir, end),
+			{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: mark, CountOnly: true}}}},
 	}
 }
 

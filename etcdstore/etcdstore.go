@@ -44,6 +44,7 @@ func WithPrefix(prefix string) Option {
 // Store implements store.Store on an etcd client. New returns it.
 type Store struct {
 	cli    *clientv3.Client
+	wire   wire // the uncontended pair's requests
 	prefix string
 	err    error
 	host   string
@@ -75,7 +76,7 @@ func New(cli *clientv3.Client, opts ...Option) *Store {
 		cfg.err = fmt.Errorf("%w: nil etcd client", store.ErrInvalidOption)
 	}
 	host, _ := os.Hostname()
-	s := &Store{cli: cli, prefix: cfg.prefix, err: cfg.err, host: host, pid: os.Getpid(),
+	s := &Store{cli: cli, wire: newWire(cli), prefix: cfg.prefix, err: cfg.err, host: host, pid: os.Getpid(),
 		places: map[string]*place{}, wakers: map[string]map[*waker]struct{}{},
 		classes: map[int64]*classLease{}, marks: map[int64]*markLease{},
 		slots: newSlots()}

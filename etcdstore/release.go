@@ -18,7 +18,7 @@ import (
 func (s *Store) Release(ctx context.Context, r store.Request) (store.Release, error) {
 	if key, at, ok := s.pinOwnKey(r); ok {
 		// The common case, in one request as cheap as etcd has.
-		resp, err := s.cli.Delete(ctx, key)
+		resp, err := s.wire.delete(ctx, key)
 		s.unpin(at, err != nil)
 		if err != nil {
 			return store.NotOwner, backendErr(err)
