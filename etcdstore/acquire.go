@@ -119,11 +119,17 @@ func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 // exists and the owner is not abandoned, putting the owner's key on
 // lease; else it reads the lock's keys and counts the owner's mark.
 func (a *acquisition) freeTxn(lease clientv3.LeaseID) *pb.TxnRequest {
-	dir, end, mark := []byte(a.dir), []byte(clientv3.GetPrefixRangeEnd(a.dir)), []byte(a.mark)
+	// One buffer holds every key and the value.
+	b := make([]byte, 0, 2*len(a.dir)+len(a.mark)+len(a.key)+256)
+	b, dir := carve(b, func(b []byte) []byte { return append(b, a.dir...) })
+	b, end := carve(b, func(b []byte) []byte { return prefixEnd(append(b, a.dir...), len(b)) })
+	b, mark := carve(b, func(b []byte) []byte { return append(b, a.mark...) })
+	b, key := carve(b, func(b []byte) []byte { return append(b, a.key...) })
+	_, value := carve(b, a.h.appendJSON)
 	return &pb.TxnRequest{
 		Compare: []*pb.Compare{createdEquals(dir, end, 0), createdEquals(mark, nil, 0)},
 		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
-			Key: []byte(a.key), Value: []byte(a.h.encode()), Lease: int64(lease)}}}},
+			Key: key, Value: value, Lease: int64(lease)}}}},
 		Failure: []*pb.RequestOp{queueRange(dir, end),
 			{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: mark, CountOnly: true}}}},
 	}

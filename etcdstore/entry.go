@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -29,9 +30,73 @@ type holding struct {
 	Since   int64  `json:"since"` // ms since the epoch, by the owner's clock
 }
 
-func (h holding) encode() string {
-	b, _ := json.Marshal(h)
-	return string(b)
+func (h holding) encode() string { return string(h.appendJSON(nil)) }
+
+// appendJSON appends h as json.Marshal encodes it, byte for byte, without
+// its reflection: every acquisition encodes one.
+func (h holding) appendJSON(b []byte) []byte {
+	b = append(b, `{"owner":`...)
+	b = appendJSONString(b, h.Owner)
+	b = append(b, `,"holds":`...)
+	b = appendUints(b, h.Holds)
+	if len(h.Writes) > 0 {
+		b = append(b, `,"writes":`...)
+		b = appendUints(b, h.Writes)
+	}
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, h.Seq, 10)
+	if h.Permits != 0 {
+		b = append(b, `,"permits":`...)
+		b = strconv.AppendInt(b, int64(h.Permits), 10)
+	}
+	if h.Capacity != 0 {
+		b = append(b, `,"capacity":`...)
+		b = strconv.AppendInt(b, int64(h.Capacity), 10)
+	}
+	if h.Value != "" {
+		b = append(b, `,"value":`...)
+		b = appendJSONString(b, h.Value)
+	}
+	if h.Revoked {
+		b = append(b, `,"revoked":true`...)
+	}
+	b = append(b, `,"host":`...)
+	b = appendJSONString(b, h.Host)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(h.PID), 10)
+	b = append(b, `,"since":`...)
+	b = strconv.AppendInt(b, h.Since, 10)
+	return append(b, '}')
+}
+
+// appendUints appends vs as a JSON array (null if nil, as json.Marshal).
+func appendUints(b []byte, vs []uint64) []byte {
+	if vs == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, v, 10)
+	}
+	return append(b, ']')
+}
+
+// appendJSONString appends s quoted as json.Marshal quotes it: as it is if
+// it holds only printable ASCII that needs no escape, by json.Marshal
+// otherwise.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // writes reports whether the owner holds (or waits for) the write side of

@@ -126,6 +126,26 @@ func createdEquals(key, end []byte, rev int64) *pb.Compare {
 		TargetUnion: &pb.Compare_CreateRevision{CreateRevision: rev}}
 }
 
+// carve appends to b with add, and returns b and what add appended, as a
+// slice that a later append cannot overwrite.
+func carve(b []byte, add func([]byte) []byte) ([]byte, []byte) {
+	n := len(b)
+	b = add(b)
+	return b, b[n:len(b):len(b)]
+}
+
+// prefixEnd turns b[from:], a key, into the end of the range of the keys
+// it prefixes (clientv3.GetPrefixRangeEnd), and returns b.
+func prefixEnd(b []byte, from int) []byte {
+	for i := len(b) - 1; i >= from; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return b[:i+1]
+		}
+	}
+	return append(b[:from], 0) // every byte 0xff: every key from the prefix on
+}
+
 // queueRange is rangeOp's message: the keys in [dir, end) by create
 // revision, oldest first.
 func queueRange(dir, end []byte) *pb.RequestOp {
