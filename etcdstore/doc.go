@@ -72,5 +72,17 @@
 // the lease of places until then, moves to the lease of holds at its first
 // renewal.
 //
+// # The etcd client
+//
+// The store uses the client's KV, Lease and Watcher, so a client whose
+// APIs are etcd's namespace wrappers (namespace.NewKV and its siblings)
+// keeps its locks under the namespace's prefix. The two requests of an
+// uncontended pair, the transaction that takes a free lock and the delete
+// that frees it, are built as etcd's protocol messages and sent on the
+// client's own gRPC stub, with clientv3's default call options, while
+// the client's KV is the one clientv3.New made (it is checked at each
+// request); through the KV otherwise, so that a wrapper sees them as it
+// sees every other request.
+//
 // The Client never closes the etcd client given to New.
 package etcdstore

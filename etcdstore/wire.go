@@ -15,15 +15,18 @@ import (
 // free lock and the delete that frees it, are built as etcd's protocol
 // messages rather than through clientv3's Txn and Op builders, which
 // clone every compare by reflection and make an Op of every operation:
-// that took a third of the client's CPU per pair (bench's
-// BenchmarkEtcdClientCPU). The other requests, rarer, use the builders.
+// that took a third of the library's own CPU per pair, above gRPC
+// (bench's BenchmarkEtcdClientCPU). The other requests, rarer, use the
+// builders.
 //
 // When the client's KV is etcd's own (the one clientv3.New makes), these
 // messages go out on its gRPC stub, which has the client's retries and
-// credentials, with etcd's default call options: wait for a ready
-// connection, no reply size limit. When it is another (a namespace.KV, a
-// wrapper), they go through it as ops, so that whatever it does to every
-// request, such as prefixing keys, it does to these too.
+// credentials, with clientv3's default call options: wait for a ready
+// connection, no reply size limit (a client configured with other limits
+// does not pass them on to these two requests, which are small). When it
+// is another (a namespace.KV, a wrapper), they go through it as ops, so
+// that whatever it does to every request, such as prefixing keys, it does
+// to these too.
 
 // A wire sends requests built as protocol messages.
 type wire struct {
@@ -31,8 +34,36 @@ type wire struct {
 	remote pb.KVClient // the stub under the client's own KV
 }
 
-// etcdKV is the type of the KV of a client made by clientv3.New.
-var etcdKV = reflect.TypeOf(clientv3.NewKV(&clientv3.Client{}))
+// etcdKV is the type of the KV of a client made by clientv3.New, and
+// etcdRemote the type of the stub under it (the one a KV made by
+// clientv3.NewKVFromKVClient has is another's).
+var (
+	etcdKV     = reflect.TypeOf(clientv3.NewKV(&clientv3.Client{}))
+	etcdRemote = reflect.TypeOf(clientv3.RetryKVClient(&clientv3.Client{}))
+	remoteAt   = remoteField()
+)
+
+// remoteField is the index of the stub's field in etcdKV's struct, nil
+// if clientv3 has none of that name and type.
+func remoteField() []int {
+	f, ok := etcdKV.Elem().FieldByName("remote")
+	if !ok || f.Type.Kind() != reflect.Interface || !etcdRemote.Implements(f.Type) {
+		return nil
+	}
+	return f.Index
+}
+
+// isEtcdKV reports whether kv is a KV as clientv3.New makes it: etcd's,
+// on a retrying stub. Anything else, or a clientv3 whose KV is not as
+// this expects, is not.
+func isEtcdKV(kv clientv3.KV) bool {
+	v := reflect.ValueOf(kv)
+	if !v.IsValid() || v.Type() != etcdKV || v.IsNil() || remoteAt == nil {
+		return false
+	}
+	r := v.Elem().FieldByIndex(remoteAt)
+	return !r.IsNil() && r.Elem().Type() == etcdRemote
+}
 
 // wireCallOpts are clientv3's default call options.
 var wireCallOpts = []grpc.CallOption{
@@ -52,7 +83,7 @@ func newWire(cli *clientv3.Client) wire {
 // direct reports whether requests go out on the stub: the client's KV is
 // still its own (it is read at every request, as the client's methods do).
 func (w wire) direct() bool {
-	return w.remote != nil && reflect.TypeOf(w.cli.KV) == etcdKV
+	return w.remote != nil && isEtcdKV(w.cli.KV)
 }
 
 // txn sends r.

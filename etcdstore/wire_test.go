@@ -82,8 +82,9 @@ func TestWireMessages(t *testing.T) {
 }
 
 // TestWireDirectOnlyOnEtcdsKV: requests go out on the client's own stub
-// while its KV is the one clientv3.New made, and through the KV once it
-// is another, such as a namespace, whose prefix they must get.
+// while its KV is the one clientv3.New made, and through the KV while it
+// is another: a namespace, whose prefix they must get, or etcd's KV on a
+// stub of its own (clientv3.NewKVFromKVClient), which they must reach.
 func TestWireDirectOnlyOnEtcdsKV(t *testing.T) {
 	// Nothing listens there: clientv3.New does not wait for a connection.
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}})
@@ -95,8 +96,17 @@ func TestWireDirectOnlyOnEtcdsKV(t *testing.T) {
 	if !s.wire.direct() {
 		t.Error("a client of clientv3.New: not sent on its stub")
 	}
-	cli.KV = namespace.NewKV(cli.KV, "tenant/")
+	own := cli.KV
+	cli.KV = namespace.NewKV(own, "tenant/")
 	if s.wire.direct() {
 		t.Error("a namespaced client: sent on its stub, without the namespace's prefix")
+	}
+	cli.KV = clientv3.NewKVFromKVClient(&writeKV{}, cli)
+	if s.wire.direct() {
+		t.Error("a client whose KV is etcd's on another stub: sent on the client's stub instead")
+	}
+	cli.KV = own
+	if !s.wire.direct() {
+		t.Error("a client given its own KV back: not sent on its stub")
 	}
 }
