@@ -119,7 +119,7 @@ func contenders(dir string, kvs []*mvccpb.KeyValue) []contender {
 	cs := make([]contender, 0, len(kvs))
 	for _, kv := range kvs {
 		var h holding
-		if json.Unmarshal(kv.Value, &h) != nil || h.Owner == "" {
+		if decodeHolding(kv.Value, &h) != nil || h.Owner == "" {
 			continue
 		}
 		cs = append(cs, contender{holding: h, kv: kv, letter: letterOf(dir, string(kv.Key))})
@@ -128,15 +128,17 @@ func contenders(dir string, kvs []*mvccpb.KeyValue) []contender {
 	return cs
 }
 
-// rangeOp reads a lock's directory in queue order.
-func rangeOp(dir string) clientv3.Op {
-	return clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+// rangeOp reads a lock's directory in queue order, with opts.
+func rangeOp(dir string, opts ...clientv3.OpOption) clientv3.Op {
+	return clientv3.OpGet(dir, append([]clientv3.OpOption{clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}, opts...)...)
 }
 
-// queue reads the contenders of the lock name, and the revision read at.
-func (s *Store) queue(ctx context.Context, name string) ([]contender, int64, error) {
+// queue reads the contenders of the lock name, with opts, and the
+// revision read at.
+func (s *Store) queue(ctx context.Context, name string, opts ...clientv3.OpOption) ([]contender, int64, error) {
 	dir := s.lockDir(name)
-	resp, err := s.cli.Do(ctx, rangeOp(dir))
+	resp, err := s.cli.Do(ctx, rangeOp(dir, opts...))
 	if err != nil {
 		return nil, 0, backendErr(err)
 	}

@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -151,7 +150,7 @@ func (s *Store) get(ctx context.Context, key, owner string) (*mvccpb.KeyValue, h
 		return nil, holding{}, nil
 	}
 	var h holding
-	if json.Unmarshal(resp.Kvs[0].Value, &h) != nil || h.Owner == "" {
+	if decodeHolding(resp.Kvs[0].Value, &h) != nil || h.Owner == "" {
 		return nil, holding{}, fmt.Errorf("%w: etcd: unreadable lock key %q", store.ErrBackend, key)
 	}
 	if h.Owner != owner {

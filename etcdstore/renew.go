@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -73,7 +72,7 @@ func (s *Store) Renew(ctx context.Context, rs []store.Request, report func(int, 
 		}
 		var h holding
 		switch kv := kvs[j]; {
-		case kv == nil || json.Unmarshal(kv.Value, &h) != nil || h.Owner != r.Owner:
+		case kv == nil || decodeHolding(kv.Value, &h) != nil || h.Owner != r.Owner:
 			report(i, store.Grant{}, errNotOwners)
 			continue
 		case h.Revoked:
@@ -184,7 +183,7 @@ func (s *Store) move(ctx context.Context, r store.Request, kv *mvccpb.KeyValue, 
 	for tries := 0; ; tries++ {
 		var h holding
 		switch {
-		case json.Unmarshal(kv.Value, &h) != nil || h.Owner != r.Owner || kv.CreateRevision != token:
+		case decodeHolding(kv.Value, &h) != nil || h.Owner != r.Owner || kv.CreateRevision != token:
 			return errNotOwners
 		case h.Revoked:
 			return errRevoked
