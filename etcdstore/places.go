@@ -110,8 +110,13 @@ func (s *Store) confirmed(owner string, seq uint64) {
 // read they follow: a watch whose start revision is already past is
 // served by etcd's resync of lagging watchers, every 100 ms, so under
 // contention (other keys changing between the read and the watch) every
-// wait would cost up to 100 ms. So a watch is made first and the queue
-// read again: every change after that read comes through the watch.
+// wait would cost up to 100 ms. So the watches are made first, and the
+// queue is read again as of the revision they start after, unless it is
+// the one read already: every change after it comes through them.
+//
+// Only the keys up to its own matter to a place (those behind it cannot
+// keep it out), so it reads no others: at the hand-over, when it comes
+// first, that is its own key rather than the whole queue.
 func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 	s.mu.Lock()
 	if s.places[p.owner] != p {
@@ -131,7 +136,7 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 		for ctx.Err() == nil {
 			if cs == nil {
 				var err error
-				if cs, rev, err = s.queueAfter(ctx, p.name, changed); err != nil {
+				if cs, rev, err = s.queueAfter(ctx, p.name, changed, int64(token)); err != nil {
 					pause(ctx, 100*time.Millisecond)
 					continue
 				}
@@ -158,15 +163,22 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 			var err error
 			if ws, err = s.watchAll(ctx, want); err != nil {
 				pause(ctx, 100*time.Millisecond)
+				cs = nil
+				continue
 			}
-			cs = nil // read again: the watches cover every change after it
+			if ws.since > rev {
+				// The store changed between the read and the watches: read
+				// again as of the revision they start after.
+				cs, changed = nil, ws.since
+			}
 		}
 	}()
 }
 
-// queueAfter reads the contenders of the lock name, and the revision read
-// at, after its watches reported a change at revision changed (0: none;
-// the read is then linearizable, as a read that the watches must follow).
+// queueAfter reads the contenders of the lock name made at or before
+// revision upTo, and the revision read at, after its watches reported a
+// change at revision changed, or started after it (0: none; the read is
+// then linearizable, as a read that the watches must follow).
 //
 // After a change, the queue is read as of that change's revision, from
 // whichever member the client asks, without a round through the leader
@@ -178,16 +190,15 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 // its own key has gone since, which its watches report. A member that has
 // not applied the revision yet, or has compacted it, refuses the read; the
 // queue is then read as it is now, through the leader.
-func (s *Store) queueAfter(ctx context.Context, name string, changed int64) ([]contender, int64, error) {
+func (s *Store) queueAfter(ctx context.Context, name string, changed, upTo int64) ([]contender, int64, error) {
 	if changed > 0 {
 		dir := s.lockDir(name)
-		resp, err := s.cli.Do(ctx, clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithRev(changed), clientv3.WithSerializable(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
+		resp, err := s.cli.Do(ctx, rangeOp(dir, clientv3.WithMaxCreateRev(upTo), clientv3.WithRev(changed), clientv3.WithSerializable()))
 		if err == nil {
 			return contenders(dir, resp.Get().Kvs), changed, nil
 		}
 	}
-	return s.queue(ctx, name)
+	return s.queue(ctx, name, clientv3.WithMaxCreateRev(upTo))
 }
 
 // granted tells the Watches of p's lock that p holds it as c.

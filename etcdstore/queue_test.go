@@ -38,6 +38,8 @@ func (kv *rangeKV) Range(_ context.Context, in *pb.RangeRequest, _ ...grpc.CallO
 // the watches cover every change after it. A member that refuses the read
 // (it has not applied the revision, or compacted it) leaves a linearizable
 // read of the queue as it is now; so does a read that follows no change.
+// Every read is of the keys made up to the place's own, the only ones
+// that can keep it out.
 func TestQueueAfterAChange(t *testing.T) {
 	ctx := context.Background()
 	owner := func(s *Store, id string) *mvccpb.KeyValue {
@@ -62,7 +64,7 @@ func TestQueueAfterAChange(t *testing.T) {
 			s := New(cli)
 			kv := &rangeKV{atRev: []*mvccpb.KeyValue{owner(s, "then")}, now: []*mvccpb.KeyValue{owner(s, "now")}, atRevErr: tc.atRevErr}
 			cli.KV = clientv3.NewKVFromKVClient(kv, cli)
-			cs, rev, err := s.queueAfter(ctx, "x", tc.changed)
+			cs, rev, err := s.queueAfter(ctx, "x", tc.changed, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,6 +83,9 @@ func TestQueueAfterAChange(t *testing.T) {
 			for _, r := range kv.reads {
 				if r.SortTarget != pb.RangeRequest_CREATE || r.SortOrder != pb.RangeRequest_ASCEND || len(r.RangeEnd) == 0 {
 					t.Errorf("a read not in queue order over the lock's directory: %v", r)
+				}
+				if r.MaxCreateRevision != 10 {
+					t.Errorf("a read of the keys made up to revision %d, want up to the place's own, 10", r.MaxCreateRevision)
 				}
 			}
 		})

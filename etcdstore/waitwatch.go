@@ -56,6 +56,11 @@ type watchSet struct {
 	wg      sync.WaitGroup
 	changed chan struct{} // a change or an end since it was last drained
 
+	// since is the revision the watches start after: every change after
+	// it comes through them (the greatest revision the server reported
+	// as current when it made one).
+	since int64
+
 	mu    sync.Mutex
 	last  int64 // the revision of the last change seen
 	ended bool  // a watch ended: changes may be lost from then on
@@ -81,6 +86,7 @@ func (s *Store) watchAll(ctx context.Context, of []watched) (*watchSet, error) {
 				cancel()
 				return nil, backendErr(errWatch(of[i].key, resp.Err()))
 			}
+			ws.since = max(ws.since, resp.Header.Revision)
 		case <-ctx.Done():
 			cancel()
 			return nil, backendErr(ctx.Err())

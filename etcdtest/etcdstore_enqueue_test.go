@@ -103,6 +103,27 @@ func TestEtcdQueuedAcquisitionPutsItsPlaceAtOnce(t *testing.T) {
 	}
 }
 
+// watchGrants returns the notices of s's owners on the fair mutex name,
+// watched until the test ends.
+func watchGrants(ctx context.Context, t *testing.T, s *etcdstore.Store, name string) <-chan store.Notice {
+	t.Helper()
+	grants := make(chan store.Notice, 4)
+	stop, err := s.Watch(ctx, name, store.Fair, func(n store.Notice) { grants <- n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return grants
+}
+
+// mustHold takes the lock of r on s at once.
+func mustHold(ctx context.Context, t *testing.T, s *etcdstore.Store, r store.Request) {
+	t.Helper()
+	if g, err := s.Acquire(ctx, r); err != nil || !g.Acquired {
+		t.Fatalf("%s: %+v, %v", r.Owner, g, err)
+	}
+}
+
 // awaitGrant waits for a notice on grants, which must be owner's grant.
 func awaitGrant(ctx context.Context, t *testing.T, grants <-chan store.Notice, owner string) {
 	t.Helper()
@@ -125,16 +146,9 @@ func TestEtcdGrantedPlaceReleasesInOneRequest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const name = "handed"
-	grants := make(chan store.Notice, 4)
-	stop, err := s.Watch(ctx, name, store.Fair, func(n store.Notice) { grants <- n })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	grants := watchGrants(ctx, t, s, name)
 	holder, waiter := req(name, "holder", store.Fair, 0), req(name, "waiter", store.Fair, queue)
-	if g, err := s.Acquire(ctx, holder); err != nil || !g.Acquired {
-		t.Fatalf("the holder: %+v, %v", g, err)
-	}
+	mustHold(ctx, t, s, holder)
 	if g, err := s.Acquire(ctx, waiter); err != nil || !g.Queued {
 		t.Fatalf("the waiter: %+v, %v; want a place", g, err)
 	}
