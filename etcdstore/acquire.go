@@ -271,9 +271,15 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 		// The capacity copied is the oldest key's, if it is still there.
 		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(string(cs[0].kv.Key)), "=", cs[0].kv.CreateRevision))
 	}
+	// The range sees the put: for a lock that admits one key at a time,
+	// the last two keys are the place's and the one before it.
+	var read []clientv3.OpOption
+	if oneAtATime(r.Kind) {
+		read = lastTwo
+	}
 	resp, err := s.cli.Txn(ctx).
 		If(conds...).
-		Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(lease)), rangeOp(a.dir)).
+		Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(lease)), rangeOp(a.dir, read...)).
 		Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.dropPlace(r.Owner, p)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/distlock/distlock/store"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -132,6 +133,29 @@ func contenders(dir string, kvs []*mvccpb.KeyValue) []contender {
 func rangeOp(dir string, opts ...clientv3.OpOption) clientv3.Op {
 	return clientv3.OpGet(dir, append([]clientv3.OpOption{clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}, opts...)...)
+}
+
+// ahead are the options of a read of a lock's keys that returns only
+// those that can keep a place of kind, made at revision token, out: the
+// keys up to its own (those behind it never can), and of a kind that
+// admits one key at a time (a mutex, a fair mutex, an election) only the
+// last two, itself and the one before it, whose end it waits for.
+func ahead(kind store.Kind, token uint64) []clientv3.OpOption {
+	opts := []clientv3.OpOption{clientv3.WithMaxCreateRev(int64(token))}
+	if oneAtATime(kind) {
+		opts = append(opts, lastTwo...)
+	}
+	return opts
+}
+
+// lastTwo makes a read of a lock's keys return its last two, in create
+// order (contenders puts them back in queue order).
+var lastTwo = []clientv3.OpOption{clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
+
+// oneAtATime reports whether the lock of kind admits one key at a time.
+func oneAtATime(kind store.Kind) bool {
+	l := letters[kind]
+	return l == 'm' || l == 'f' || l == 'e'
 }
 
 // queue reads the contenders of the lock name, with opts, and the

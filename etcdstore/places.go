@@ -114,9 +114,8 @@ func (s *Store) confirmed(owner string, seq uint64) {
 // queue is read again as of the revision they start after, unless it is
 // the one read already: every change after it comes through them.
 //
-// Only the keys up to its own matter to a place (those behind it cannot
-// keep it out), so it reads no others: at the hand-over, when it comes
-// first, that is its own key rather than the whole queue.
+// A place reads only what can keep it out (ahead): at the hand-over,
+// when it comes first, that is its own key rather than the whole queue.
 func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 	s.mu.Lock()
 	if s.places[p.owner] != p {
@@ -136,7 +135,7 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 		for ctx.Err() == nil {
 			if cs == nil {
 				var err error
-				if cs, rev, err = s.queueAfter(ctx, p.name, changed, int64(token)); err != nil {
+				if cs, rev, err = s.queueAfter(ctx, p.name, changed, ahead(p.kind, token)...); err != nil {
 					pause(ctx, 100*time.Millisecond)
 					continue
 				}
@@ -175,10 +174,10 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 	}()
 }
 
-// queueAfter reads the contenders of the lock name made at or before
-// revision upTo, and the revision read at, after its watches reported a
-// change at revision changed, or started after it (0: none; the read is
-// then linearizable, as a read that the watches must follow).
+// queueAfter reads the contenders of the lock name (with opts), and the
+// revision read at, after its watches reported a change at revision
+// changed, or started after it (0: none; the read is then linearizable, as
+// a read that the watches must follow).
 //
 // After a change, the queue is read as of that change's revision, from
 // whichever member the client asks, without a round through the leader
@@ -190,15 +189,15 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 // its own key has gone since, which its watches report. A member that has
 // not applied the revision yet, or has compacted it, refuses the read; the
 // queue is then read as it is now, through the leader.
-func (s *Store) queueAfter(ctx context.Context, name string, changed, upTo int64) ([]contender, int64, error) {
+func (s *Store) queueAfter(ctx context.Context, name string, changed int64, opts ...clientv3.OpOption) ([]contender, int64, error) {
 	if changed > 0 {
 		dir := s.lockDir(name)
-		resp, err := s.cli.Do(ctx, rangeOp(dir, clientv3.WithMaxCreateRev(upTo), clientv3.WithRev(changed), clientv3.WithSerializable()))
+		resp, err := s.cli.Do(ctx, rangeOp(dir, append(opts, clientv3.WithRev(changed), clientv3.WithSerializable())...))
 		if err == nil {
 			return contenders(dir, resp.Get().Kvs), changed, nil
 		}
 	}
-	return s.queue(ctx, name, clientv3.WithMaxCreateRev(upTo))
+	return s.queue(ctx, name, opts...)
 }
 
 // granted tells the Watches of p's lock that p holds it as c.

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"github.com/distlock/distlock/store"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -38,8 +39,8 @@ func (kv *rangeKV) Range(_ context.Context, in *pb.RangeRequest, _ ...grpc.CallO
 // the watches cover every change after it. A member that refuses the read
 // (it has not applied the revision, or compacted it) leaves a linearizable
 // read of the queue as it is now; so does a read that follows no change.
-// Every read is of the keys made up to the place's own, the only ones
-// that can keep it out.
+// Every read is of what can keep a fair mutex's place out: the last two
+// keys made up to its own.
 func TestQueueAfterAChange(t *testing.T) {
 	ctx := context.Background()
 	owner := func(s *Store, id string) *mvccpb.KeyValue {
@@ -64,7 +65,7 @@ func TestQueueAfterAChange(t *testing.T) {
 			s := New(cli)
 			kv := &rangeKV{atRev: []*mvccpb.KeyValue{owner(s, "then")}, now: []*mvccpb.KeyValue{owner(s, "now")}, atRevErr: tc.atRevErr}
 			cli.KV = clientv3.NewKVFromKVClient(kv, cli)
-			cs, rev, err := s.queueAfter(ctx, "x", tc.changed, 10)
+			cs, rev, err := s.queueAfter(ctx, "x", tc.changed, ahead(store.Fair, 10)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,13 +82,38 @@ func TestQueueAfterAChange(t *testing.T) {
 				t.Errorf("the read of the queue now: serializable %v at revision %d, want a linearizable read of the latest", last.Serializable, last.Revision)
 			}
 			for _, r := range kv.reads {
-				if r.SortTarget != pb.RangeRequest_CREATE || r.SortOrder != pb.RangeRequest_ASCEND || len(r.RangeEnd) == 0 {
-					t.Errorf("a read not in queue order over the lock's directory: %v", r)
+				if r.SortTarget != pb.RangeRequest_CREATE || r.SortOrder != pb.RangeRequest_DESCEND || r.Limit != 2 || len(r.RangeEnd) == 0 {
+					t.Errorf("a read not of the last two keys in create order over the lock's directory: %v", r)
 				}
 				if r.MaxCreateRevision != 10 {
 					t.Errorf("a read of the keys made up to revision %d, want up to the place's own, 10", r.MaxCreateRevision)
 				}
 			}
 		})
+	}
+}
+
+// TestAhead: a place of a lock that admits one key at a time reads the
+// last two keys up to its own; of a read-write lock or a semaphore, every
+// key up to its own, in queue order (a reader waits for the last writer
+// before it, permits add up over the whole queue).
+func TestAhead(t *testing.T) {
+	ctx := context.Background()
+	for kind, two := range map[store.Kind]bool{store.Plain: true, store.Fair: true, store.Election: true,
+		store.Read: false, store.Write: false, store.Semaphore: false} {
+		cli := clientv3.NewCtxClient(ctx)
+		kv := &rangeKV{}
+		cli.KV = clientv3.NewKVFromKVClient(kv, cli)
+		if _, err := cli.Do(ctx, rangeOp("d/", ahead(kind, 7)...)); err != nil {
+			t.Fatal(err)
+		}
+		r := kv.reads[0]
+		order, limit := pb.RangeRequest_ASCEND, int64(0)
+		if two {
+			order, limit = pb.RangeRequest_DESCEND, 2
+		}
+		if r.MaxCreateRevision != 7 || r.SortTarget != pb.RangeRequest_CREATE || r.SortOrder != order || r.Limit != limit {
+			t.Errorf("%v: read %v; want keys up to revision 7 by create revision, %v, limit %d", kind, r, order, limit)
+		}
 	}
 }
