@@ -224,9 +224,24 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 				if ls == nil {
 					continue
 				}
+				m0, merr := srv.Metrics()
+				scpu, ccpu := srv.CPU(), harness.CPUTime()
 				cr, err := etcdbench.Contended(ls, c.goroutines, p+"c", c.hold, c.duration)
+				scpu, ccpu = srv.CPU()-scpu, harness.CPUTime()-ccpu
+				m1, merr2 := srv.Metrics()
 				closeAll(ls)
 				check(err, "c", lib)
+				if acqs := cr.AcqPerS * c.duration.Seconds(); acqs > 0 {
+					// What an acquisition costs, the waiting included: the
+					// server's and the clients' CPU, the KV requests, and the
+					// watch requests (creations and cancellations).
+					r.Add("c", lib, "scpu", float64(scpu.Microseconds())/acqs)
+					r.Add("c", lib, "ccpu", float64(ccpu.Microseconds())/acqs)
+					if merr == nil && merr2 == nil {
+						r.Add("c", lib, "kv", m0.Delta(m1, "grpc_server_started_total", `grpc_service="etcdserverpb.KV"`)/acqs)
+						r.Add("c", lib, "watch", m0.Delta(m1, "grpc_server_msg_received_total", `grpc_method="Watch"`)/acqs)
+					}
+				}
 				r.Add("c", lib, "changes", cr.ChangesPerS)
 				r.Add("c", lib, "acq", cr.AcqPerS)
 				r.Add("c", lib, "jain", cr.Jain)
@@ -335,6 +350,10 @@ func reportRates(w func(string, ...any), c config, members int, scenarios []stri
 		line("(c) **Jain** over the goroutines' acquisitions", "c", "jain", harness.Fix3, false)
 		line("(c) hold measured (ms)", "c", "hold", harness.Fix3, false)
 		line("(c) mutual-exclusion violations (max over runs is what counts; must be 0)", "c", "viol", harness.Num, false)
+		line("(c) CPU per acquisition, server: µs, ÷ concurrency", "c", "scpu", harness.Num, true)
+		line("(c) CPU per acquisition, clients: µs, ÷ concurrency", "c", "ccpu", harness.Num, true)
+		line("(c) KV requests to the server per acquisition (grpc_server_started_total)", "c", "kv", harness.Fix3, false)
+		line("(c) watch requests per acquisition, creations and cancellations (grpc_server_msg_received_total)", "c", "watch", harness.Fix3, false)
 		w("\n")
 	}
 	if harness.HasAny(scenarios, "e") {
