@@ -183,6 +183,28 @@ func TestEtcdSmoke(t *testing.T) {
 			}
 		})
 	}
+	t.Run("interleaved", func(t *testing.T) {
+		var ws []etcdbench.Worker
+		var prefixes []string
+		for _, lib := range etcdbench.HandoverLibs {
+			w, err := etcdLocker(t, lib, srv).Worker()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = w.Close() })
+			ws, prefixes = append(ws, w), append(prefixes, "smoke/"+lib+"/i/")
+		}
+		turns := make([]int, len(ws))
+		pairs, took, err := etcdbench.Interleaved(ws, prefixes, 5, 50*time.Millisecond, func(int) {}, func(i int) { turns[i]++ })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ws {
+			if took[i] < 50*time.Millisecond || pairs[i] != 5*turns[i] || turns[i] == 0 {
+				t.Errorf("%s: %d pairs in %d turns, %v", etcdbench.HandoverLibs[i], pairs[i], turns[i], took[i])
+			}
+		}
+	})
 	t.Run("scale", func(t *testing.T) {
 		sr, err := etcdbench.Scale(srv, etcdbench.ScaleConfig{Locks: 20, TTL: 2 * time.Second, Window: 1500 * time.Millisecond, AcquireConc: 4}, t.Logf)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -181,26 +182,23 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 		closeAll(ls)
 	}
 	for run := range c.runs {
+		if harness.HasAny(scenarios, "a") {
+			interleaved(r, c, srv, tag, run, rateLibs)
+		}
 		for _, lib := range harness.Rotated(rateLibs, run) {
 			if _, ok := r.Unsupported[lib]; ok {
 				continue
 			}
 			p := fmt.Sprintf("%s/%d/%s/", tag, run, lib)
-			for _, sc := range []string{"a", "b"} {
-				if !harness.HasAny(scenarios, sc) {
-					continue
-				}
+			if harness.HasAny(scenarios, "b") {
+				const sc = "b"
 				ls := lockers(r, lib, srv, 1)
 				if ls == nil {
-					break
-				}
-				g := 1
-				if sc == "b" {
-					g = c.parallel
+					continue
 				}
 				m0, merr := srv.Metrics()
 				scpu, ccpu, t0 := srv.CPU(), harness.CPUTime(), time.Now()
-				v, err := etcdbench.Uncontended(ls[0], p+sc+"/", g, c.duration)
+				v, err := etcdbench.Uncontended(ls[0], p+sc+"/", c.parallel, c.duration)
 				pairs := v * time.Since(t0).Seconds()
 				scpu, ccpu = srv.CPU()-scpu, harness.CPUTime()-ccpu
 				m1, merr2 := srv.Metrics()
@@ -281,6 +279,62 @@ func runRates(c config, cfg etcdbench.ServerConfig, scenarios []string, cpus []i
 	return r
 }
 
+// interleaved runs (a) for every library of libs at once, in turns of
+// aBlock pairs (Interleaved), and records each one's rate, CPU and KV
+// requests per pair over its turns.
+func interleaved(r *etcdbench.Results, c config, srv *etcdbench.Server, tag string, run int, libs []string) {
+	var names, prefixes []string
+	var ws []etcdbench.Worker
+	var all []etcdbench.Locker
+	for _, lib := range harness.Rotated(libs, run) {
+		if _, ok := r.Unsupported[lib]; ok {
+			continue
+		}
+		ls := lockers(r, lib, srv, 1)
+		if ls == nil {
+			continue
+		}
+		w, err := ls[0].Worker()
+		check(err, "a", lib)
+		names, ws, all = append(names, lib), append(ws, w), append(all, ls...)
+		prefixes = append(prefixes, fmt.Sprintf("%s/%d/%s/a/", tag, run, lib))
+	}
+	defer closeAll(all)
+	defer harness.CloseAll(ws)
+	scpu, ccpu, kv := make([]time.Duration, len(ws)), make([]time.Duration, len(ws)), make([]float64, len(ws))
+	var m0 etcdbench.Metrics
+	var s0, c0 time.Duration
+	var merr error
+	pairs, took, err := etcdbench.Interleaved(ws, prefixes, aBlock, c.duration,
+		func(int) { m0, merr = srv.Metrics(); s0, c0 = srv.CPU(), harness.CPUTime() },
+		func(i int) {
+			scpu[i] += srv.CPU() - s0
+			ccpu[i] += harness.CPUTime() - c0
+			if m1, err := srv.Metrics(); err == nil && merr == nil {
+				kv[i] += m0.Delta(m1, "grpc_server_started_total", `grpc_service="etcdserverpb.KV"`)
+			} else {
+				kv[i] = math.NaN()
+			}
+		})
+	check(err, "a", strings.Join(names, ","))
+	for i, lib := range names {
+		n := float64(pairs[i])
+		v := n / took[i].Seconds()
+		r.Add("a", lib, "ops", v)
+		if !math.IsNaN(kv[i]) {
+			r.Add("a", lib, "kv", kv[i]/n)
+		}
+		r.Add("a", lib, "scpu", float64(scpu[i].Microseconds())/n)
+		r.Add("a", lib, "ccpu", float64(ccpu[i].Microseconds())/n)
+		harness.Logf("%s a run %d %-16s %8.0f pairs/s, CPU per pair: server %.0f µs, client %.0f µs", tag, run+1, lib, v,
+			float64(scpu[i].Microseconds())/n, float64(ccpu[i].Microseconds())/n)
+	}
+}
+
+// aBlock is the pairs of one library's turn in (a): about a tenth of a
+// second.
+const aBlock = 200
+
 func addHandover(r *etcdbench.Results, scen, lib string, hr etcdbench.HandoverResult) {
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	r.Add(scen, lib, "p50", ms(harness.Percentile(hr.Handovers, 50)))
@@ -338,7 +392,7 @@ func reportRates(w func(string, ...any), c config, members int, scenarios []stri
 			}
 			w("\n")
 		}
-		line("(a) 1 goroutine, a new key per pair: pairs/s, ÷ concurrency", "a", "ops", harness.Num, true)
+		line(fmt.Sprintf("(a) 1 goroutine, a new key per pair, the libraries in turns of %d pairs: pairs/s, ÷ concurrency", aBlock), "a", "ops", harness.Num, true)
 		line(fmt.Sprintf("(b) %d goroutines, a key each: pairs/s, ÷ concurrency", c.parallel), "b", "ops", harness.Num, true)
 		line("(a) CPU per pair, server: µs, ÷ concurrency", "a", "scpu", harness.Num, true)
 		line("(a) CPU per pair, clients: µs, ÷ concurrency", "a", "ccpu", harness.Num, true)

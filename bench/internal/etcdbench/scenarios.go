@@ -205,3 +205,46 @@ func awaitWaiting(ctx context.Context, cli *clientv3.Client, waiter Locker, key 
 		}
 	}
 }
+
+// Interleaved runs the uncontended pair (one goroutine, a new key per
+// pair) on the Workers ws, one per library, in turns of block pairs until
+// each has run for d: every library sees the same moments of a host
+// whose speed drifts, which one library after another for d each does
+// not. before and after bracket each turn of library i (for its CPU and
+// request counts). It returns each library's pairs and the time its turns
+// took.
+func Interleaved(ws []Worker, prefixes []string, block int, d time.Duration, before, after func(i int)) ([]int, []time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*d+time.Minute)
+	defer cancel()
+	pairs, took := make([]int, len(ws)), make([]time.Duration, len(ws))
+	order := make([]int, len(ws))
+	for i := range order {
+		order[i] = i
+	}
+	for turn := 0; ; turn++ {
+		done := true
+		for _, i := range harness.Rotated(order, turn) {
+			if took[i] >= d {
+				continue
+			}
+			done = false
+			before(i)
+			t0 := time.Now()
+			for range block {
+				unlock, err := ws[i].Lock(ctx, prefixes[i]+strconv.Itoa(pairs[i]))
+				if err == nil {
+					err = unlock(ctx)
+				}
+				if err != nil {
+					return nil, nil, err
+				}
+				pairs[i]++
+			}
+			took[i] += time.Since(t0)
+			after(i)
+		}
+		if done {
+			return pairs, took, nil
+		}
+	}
+}
