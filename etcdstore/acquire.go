@@ -296,7 +296,15 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 	if _, err := a.kept(ka, store.Grant{}); err != nil {
 		return store.Grant{}, true, err
 	}
-	cs = contenders(a.dir, resp.Responses[1].GetResponseRange().Kvs)
+	rev := resp.Header.Revision
+	rr := resp.Responses[1].GetResponseRange()
+	cs = contenders(a.dir, rr.Kvs)
+	if rr.More && len(cs) < len(rr.Kvs) {
+		// An unreadable key among the last two hides those before it.
+		if cs, rev, err = s.queue(ctx, r.Name); err != nil {
+			return store.Grant{}, true, err // the engine abandons the owner: p goes with it
+		}
+	}
 	i := find(cs, r.Owner)
 	if i < 0 {
 		// Gone already (a force-unlock): the engine's first refresh says so.
@@ -312,7 +320,7 @@ func (a *acquisition) queue(ctx context.Context, cs []contender, capacity int) (
 		}
 		return g, true, nil
 	}
-	s.follow(p, cs[i].token(), cs, resp.Header.Revision)
+	s.follow(p, cs[i].token(), cs, rev)
 	g := store.Grant{Queued: true, TTL: -1}
 	if r.Kind == store.Semaphore {
 		g.Capacity = capacity

@@ -152,6 +152,19 @@ func ahead(kind store.Kind, token uint64) []clientv3.OpOption {
 // order (contenders puts them back in queue order).
 var lastTwo = []clientv3.OpOption{clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
 
+// readAhead reads the contenders of g, the reply to a read with ahead's
+// options. It reports false if the read was cut short (the last two) and
+// a key of it was unreadable: contenders leaves such a key out as no
+// one's, and the keys before it, which the read did not return, may keep
+// the place out.
+func readAhead(dir string, g *clientv3.GetResponse) ([]contender, bool) {
+	if g == nil {
+		return nil, false
+	}
+	cs := contenders(dir, g.Kvs)
+	return cs, !g.More || len(cs) == len(g.Kvs)
+}
+
 // oneAtATime reports whether the lock of kind admits one key at a time.
 func oneAtATime(kind store.Kind) bool {
 	l := letters[kind]

@@ -135,7 +135,7 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 		for ctx.Err() == nil {
 			if cs == nil {
 				var err error
-				if cs, rev, err = s.queueAfter(ctx, p.name, changed, ahead(p.kind, token)...); err != nil {
+				if cs, rev, err = s.queueAfter(ctx, p.name, changed, p.kind, token); err != nil {
 					pause(ctx, 100*time.Millisecond)
 					continue
 				}
@@ -174,10 +174,11 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 	}()
 }
 
-// queueAfter reads the contenders of the lock name (with opts), and the
-// revision read at, after its watches reported a change at revision
-// changed, or started after it (0: none; the read is then linearizable, as
-// a read that the watches must follow).
+// queueAfter reads the contenders of the lock name that can keep out a
+// place of kind made at revision token (ahead), and the revision read
+// at, after its watches reported a change at revision changed, or started
+// after it (0: none; the read is then linearizable, as a read that the
+// watches must follow).
 //
 // After a change, the queue is read as of that change's revision, from
 // whichever member the client asks, without a round through the leader
@@ -189,15 +190,24 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 // its own key has gone since, which its watches report. A member that has
 // not applied the revision yet, or has compacted it, refuses the read; the
 // queue is then read as it is now, through the leader.
-func (s *Store) queueAfter(ctx context.Context, name string, changed int64, opts ...clientv3.OpOption) ([]contender, int64, error) {
+func (s *Store) queueAfter(ctx context.Context, name string, changed int64, kind store.Kind, token uint64) ([]contender, int64, error) {
+	dir, opts := s.lockDir(name), ahead(kind, token)
 	if changed > 0 {
-		dir := s.lockDir(name)
 		resp, err := s.cli.Do(ctx, rangeOp(dir, append(opts, clientv3.WithRev(changed), clientv3.WithSerializable())...))
 		if err == nil {
-			return contenders(dir, resp.Get().Kvs), changed, nil
+			if cs, ok := readAhead(dir, resp.Get()); ok {
+				return cs, changed, nil
+			}
 		}
 	}
-	return s.queue(ctx, name, opts...)
+	resp, err := s.cli.Do(ctx, rangeOp(dir, opts...))
+	if err != nil {
+		return nil, 0, backendErr(err)
+	}
+	if cs, ok := readAhead(dir, resp.Get()); ok {
+		return cs, resp.Get().Header.Revision, nil
+	}
+	return s.queue(ctx, name, clientv3.WithMaxCreateRev(int64(token))) // every key up to its own
 }
 
 // granted tells the Watches of p's lock that p holds it as c.

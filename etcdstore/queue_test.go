@@ -65,7 +65,7 @@ func TestQueueAfterAChange(t *testing.T) {
 			s := New(cli)
 			kv := &rangeKV{atRev: []*mvccpb.KeyValue{owner(s, "then")}, now: []*mvccpb.KeyValue{owner(s, "now")}, atRevErr: tc.atRevErr}
 			cli.KV = clientv3.NewKVFromKVClient(kv, cli)
-			cs, rev, err := s.queueAfter(ctx, "x", tc.changed, ahead(store.Fair, 10)...)
+			cs, rev, err := s.queueAfter(ctx, "x", tc.changed, store.Fair, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,6 +114,57 @@ func TestAhead(t *testing.T) {
 		}
 		if r.MaxCreateRevision != 7 || r.SortTarget != pb.RangeRequest_CREATE || r.SortOrder != order || r.Limit != limit {
 			t.Errorf("%v: read %v; want keys up to revision 7 by create revision, %v, limit %d", kind, r, order, limit)
+		}
+	}
+}
+
+// lastTwoKV answers a read of the last two keys with cut (and More), any
+// other read with all.
+type lastTwoKV struct {
+	pb.KVClient
+	cut, all []*mvccpb.KeyValue
+	reads    []*pb.RangeRequest
+}
+
+func (kv *lastTwoKV) Range(_ context.Context, in *pb.RangeRequest, _ ...grpc.CallOption) (*pb.RangeResponse, error) {
+	kv.reads = append(kv.reads, in)
+	h := &pb.ResponseHeader{Revision: 100}
+	if in.Limit > 0 {
+		return &pb.RangeResponse{Header: h, Kvs: kv.cut, More: true}, nil
+	}
+	return &pb.RangeResponse{Header: h, Kvs: kv.all}, nil
+}
+
+// TestQueueAfterUnreadablePredecessor: a fair mutex's place reads the
+// last two keys up to its own; when the one before it is unreadable (no
+// one's, so left out), the keys before that one are read too: a holder
+// hidden behind it still keeps the place out. A store that trusted the
+// last two would admit the place beside the holder.
+func TestQueueAfterUnreadablePredecessor(t *testing.T) {
+	ctx := context.Background()
+	cli := clientv3.NewCtxClient(ctx)
+	s := New(cli)
+	key := func(id string, rev int64, value string) *mvccpb.KeyValue {
+		return &mvccpb.KeyValue{Key: []byte(s.lockDir("x") + "f/" + id), CreateRevision: rev, Value: []byte(value)}
+	}
+	own := func(id string, rev int64) *mvccpb.KeyValue {
+		return key(id, rev, holding{Owner: id, Holds: []uint64{1}}.encode())
+	}
+	holder, garbage, place := own("holder", 5), key("garbage", 7, "not a holding"), own("place", 9)
+	kv := &lastTwoKV{cut: []*mvccpb.KeyValue{place, garbage}, all: []*mvccpb.KeyValue{holder, garbage, place}}
+	cli.KV = clientv3.NewKVFromKVClient(kv, cli)
+	for _, changed := range []int64{0, 50} {
+		kv.reads = nil
+		cs, _, err := s.queueAfter(ctx, "x", changed, store.Fair, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := find(cs, "place")
+		if i < 0 || admitted(cs, i, 0) {
+			t.Fatalf("after a change at %d: contenders %+v; want the place behind the holder", changed, cs)
+		}
+		if last := kv.reads[len(kv.reads)-1]; last.Limit != 0 || last.MaxCreateRevision != 9 {
+			t.Errorf("the last read: %v; want every key up to the place's own", last)
 		}
 	}
 }

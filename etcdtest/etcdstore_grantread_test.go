@@ -181,3 +181,28 @@ func TestEtcdReleaseBetweenPlaceAndWatch(t *testing.T) {
 		t.Errorf("the waiter's reads: %+v; want one, serializable, as of the revision its watches start after", reads)
 	}
 }
+
+// TestEtcdUnreadableKeyHidesNoHolder: a key in a fair mutex's directory
+// that is no one's (unreadable: not written by a store) and comes just
+// before a new place does not hide the holder before it: the place reads
+// every key up to its own and waits. A store that trusted the last two
+// keys it reads in its put's transaction would hold the lock beside the
+// holder.
+func TestEtcdUnreadableKeyHidesNoHolder(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw := dialWith(t, c.Endpoints())
+	s := etcdstore.New(dialWith(t, c.Endpoints()))
+	t.Cleanup(func() { _ = s.Close() })
+	const name = "unreadable"
+	holder, waiter := req(name, "holder", store.Fair, 0), req(name, "waiter", store.Fair, time.Minute)
+	mustHold(ctx, t, s, holder)
+	if _, err := raw.Put(ctx, etcdstore.DefaultPrefix+"lock/{"+name+"}/f/zz-not-a-store", "not a holding"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Acquire(ctx, waiter)
+	if err != nil || g.Acquired || !g.Queued {
+		t.Fatalf("the waiter: %+v, %v; want a place behind the holder", g, err)
+	}
+}
