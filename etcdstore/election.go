@@ -56,8 +56,8 @@ func (s *Store) WatchLeader(ctx context.Context, name string, fn func(a store.An
 			fn(store.Announcement{}, true) // unknown: announcements may be lost
 		}
 	}
-	stop, err := s.watch(ctx, s.lockDir(name), []clientv3.OpOption{clientv3.WithPrefix()},
-		func([]*clientv3.Event) { changed() }, changed)
+	stop, _, err := s.watch(ctx, s.lockDir(name), []clientv3.OpOption{clientv3.WithPrefix()},
+		func([]*clientv3.Event) { changed() }, func(int64) { changed() })
 	if err != nil {
 		return nil, err
 	}

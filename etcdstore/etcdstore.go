@@ -56,6 +56,8 @@ type Store struct {
 
 	mu      sync.Mutex
 	places  map[string]*place              // by owner: the places of this store's owners
+	keys    map[string]*place              // the same, by key
+	ownKeys map[string]*ownKeys            // by prefix: the shared watches of its owners' keys (ownkeys.go)
 	wakers  map[string]map[*waker]struct{} // by lock name: the Watches of queued kinds
 	classes map[int64]*classLease          // by TTL: the leases of the store's keys
 	marks   map[int64]*markLease           // by TTL: the leases of abandonment marks
@@ -76,7 +78,7 @@ func New(cli *clientv3.Client, opts ...Option) *Store {
 	}
 	host, _ := os.Hostname()
 	s := &Store{cli: cli, wire: newWire(cli), prefix: cfg.prefix, err: cfg.err, host: host, pid: os.Getpid(),
-		places: map[string]*place{}, wakers: map[string]map[*waker]struct{}{},
+		places: map[string]*place{}, keys: map[string]*place{}, ownKeys: map[string]*ownKeys{}, wakers: map[string]map[*waker]struct{}{},
 		classes: map[int64]*classLease{}, marks: map[int64]*markLease{},
 		slots: newSlots()}
 	s.watches, s.endWatches = context.WithCancel(context.Background())

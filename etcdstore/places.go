@@ -27,6 +27,13 @@ type place struct {
 	// (nil before): its first renewal as a hold starts from it, without
 	// reading the queue again (a key that holds keeps holding).
 	held *mvccpb.KeyValue
+
+	// What follow and the shared watch of its key (ownkeys.go) know: the
+	// key's create revision (0 until follow starts), the revision of the
+	// last delete of the key seen, and the watches of the place.
+	token   int64
+	deleted int64
+	ws      *watchSet
 }
 
 // A waker is one Watch of a queued kind: grants to the store's owners on
@@ -40,8 +47,12 @@ func (s *Store) addPlace(r store.Request, key string) *place {
 	s.mu.Lock()
 	if old := s.places[r.Owner]; old != nil {
 		old.stop()
+		if s.keys[old.key] == old {
+			delete(s.keys, old.key)
+		}
 	}
 	s.places[r.Owner] = p
+	s.keys[key] = p
 	s.mu.Unlock()
 	return p
 }
@@ -53,6 +64,9 @@ func (s *Store) dropPlace(owner string, p *place) {
 	if q := s.places[owner]; q != nil && (p == nil || q == p) {
 		q.stop()
 		delete(s.places, owner)
+		if s.keys[q.key] == q {
+			delete(s.keys, q.key)
+		}
 	}
 }
 
@@ -102,9 +116,12 @@ func (s *Store) confirmed(owner string, seq uint64) {
 // and then tells the Watches of its lock (store.Notice). It watches only
 // what can let it in: the key just before it (a writer, a fair mutex, an
 // election), the last writer before it (a reader), or every delete of the
-// semaphore's keys; and its own key, whose end it tells the Watches too (a
-// Notice with Gone: the waiter queues again at once). A watch that fails (a member lost, no leader) is made again
-// after a fresh read.
+// semaphore's keys. Its own key's end, which it tells the Watches too (a
+// Notice with Gone: the waiter queues again at once), comes through the
+// store's shared watch of its owners' keys on the lock (ownkeys.go), or
+// through a watch of the place's own while that one does not cover it. A
+// watch that fails (a member lost, no leader) is made again after a fresh
+// read.
 //
 // Its watches start at the server's current revision, not at that of the
 // read they follow: a watch whose start revision is already past is
@@ -124,6 +141,7 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 	}
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.watches))
 	p.stop = cancel
+	p.token = int64(token)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
@@ -150,7 +168,12 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 				s.granted(p, cs[i])
 				return
 			}
-			want := append(before(cs, i), watched{key: p.key}) // its own key's end
+			want := before(cs, i)
+			own := s.ownKeysSince(p)
+			covered := own > 0 && own <= rev // its own key's end comes through the shared watch
+			if !covered {
+				want = append(want, watched{key: p.key})
+			}
 			if ws.covers(want) {
 				if changed = ws.await(ctx, rev); changed > 0 || ctx.Err() != nil {
 					cs = nil // a change after the read: read again (or stop)
@@ -165,13 +188,34 @@ func (s *Store) follow(p *place, token uint64, cs []contender, rev int64) {
 				cs = nil
 				continue
 			}
-			if ws.since > rev {
-				// The store changed between the read and the watches: read
-				// again as of the revision they start after.
-				cs, changed = nil, ws.since
+			deleted, broken := s.attach(p, ws, covered, own)
+			if ws.since > rev || deleted > rev || broken {
+				// The store changed between the read and the watches, or
+				// the place's key went meanwhile, or the shared watch that
+				// the place counted on broke: read again as of the
+				// revision the watches start after (or of the delete).
+				cs, changed = nil, max(ws.since, deleted)
 			}
 		}
 	}()
+}
+
+// ownKeysSince is ownKeysSinceLocked for a caller without s.mu.
+func (s *Store) ownKeysSince(p *place) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ownKeysSinceLocked(p)
+}
+
+// attach makes ws the watches of p, to which the shared watch of p's key
+// hands its deletes, and returns the revision of the last delete of the
+// key seen so far (0 if none), and whether the shared watch broke since
+// p, covered by it, read own as its revision.
+func (s *Store) attach(p *place, ws *watchSet, covered bool, own int64) (deleted int64, broken bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.ws = ws
+	return p.deleted, covered && s.ownKeysSinceLocked(p) != own
 }
 
 // queueAfter reads the contenders of the lock name that can keep out a

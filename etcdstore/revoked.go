@@ -34,7 +34,7 @@ func (s *Store) notice(ctx context.Context, owner, name string) (clientv3.Op, er
 
 // WatchRevoked implements store.RevokeWatcher.
 func (s *Store) WatchRevoked(ctx context.Context, fn func(name, grantee string)) (func(), error) {
-	return s.watch(ctx, s.noticePrefix(), []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterDelete()},
+	stop, _, err := s.watch(ctx, s.noticePrefix(), []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterDelete()},
 		func(evs []*clientv3.Event) {
 			for _, ev := range evs {
 				if grantee, name, ok := strings.Cut(strings.TrimPrefix(string(ev.Kv.Key), s.noticePrefix()), "/"); ok {
@@ -42,5 +42,6 @@ func (s *Store) WatchRevoked(ctx context.Context, fn func(name, grantee string))
 				}
 			}
 		},
-		func() {}) // a notice missed is found at the holder's next renewal
+		func(int64) {}) // a notice missed is found at the holder's next renewal
+	return stop, err
 }

@@ -12,29 +12,33 @@ import (
 )
 
 // watch watches key (with opts) from now on, on a leader-requiring watch:
-// it returns once the watch is created, then hands events the events of
-// each response until the returned stop is called or the store is
-// closed. A watch that ends (compaction, a member lost, no leader) is
-// made again after a pause, and lost is called first: events may have
-// been missed meanwhile.
-func (s *Store) watch(ctx context.Context, key string, opts []clientv3.OpOption, events func([]*clientv3.Event), lost func()) (func(), error) {
+// it returns once the watch is created, with the revision it starts after
+// (every change after it comes through), then hands events the events of
+// each response until the returned stop is called or the store is closed.
+// A watch that ends (compaction, a member lost, no leader) is made again
+// after a pause, and lost is called once it is: events may have been
+// missed in between, and none after the revision lost is given (the one
+// the new watch starts after).
+func (s *Store) watch(ctx context.Context, key string, opts []clientv3.OpOption, events func([]*clientv3.Event), lost func(since int64)) (func(), int64, error) {
 	if s.err != nil {
-		return nil, s.err
+		return nil, 0, s.err
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.watches))
 	open := func() clientv3.WatchChan {
 		return s.cli.Watch(wctx, key, append([]clientv3.OpOption{clientv3.WithCreatedNotify()}, opts...)...)
 	}
 	w := open()
+	var since int64
 	select {
 	case resp, ok := <-w:
 		if !ok || resp.Err() != nil || !resp.Created {
 			cancel()
-			return nil, backendErr(errWatch(key, resp.Err()))
+			return nil, 0, backendErr(errWatch(key, resp.Err()))
 		}
+		since = resp.Header.Revision
 	case <-ctx.Done():
 		cancel()
-		return nil, backendErr(ctx.Err())
+		return nil, 0, backendErr(ctx.Err())
 	}
 	s.wg.Add(1)
 	go func() {
@@ -44,12 +48,15 @@ func (s *Store) watch(ctx context.Context, key string, opts []clientv3.OpOption,
 				if resp.Err() != nil {
 					break
 				}
+				if resp.Created {
+					lost(resp.Header.Revision) // made again
+					continue
+				}
 				events(resp.Events)
 			}
 			if wctx.Err() != nil {
 				return
 			}
-			lost()
 			select {
 			case <-wctx.Done():
 				return
@@ -59,7 +66,7 @@ func (s *Store) watch(ctx context.Context, key string, opts []clientv3.OpOption,
 		}
 	}()
 	var once sync.Once
-	return func() { once.Do(cancel) }, nil
+	return func() { once.Do(cancel) }, since, nil
 }
 
 // errWatch is the error of a watch of key that was not created.
@@ -73,19 +80,26 @@ func errWatch(key string, err error) error {
 // Watch implements store.Store. A plain lock's waiters hear of the deletes
 // of its keys (its own releases too: a waiter woken for nothing tries and
 // waits again). A queued kind's grants to this store's owners come from the
-// goroutines that follow their places (places.go), which wake delivers.
+// goroutines that follow their places (places.go), which wake delivers;
+// the Watch makes sure, before it returns, that the deletes of this
+// store's keys on the lock are watched (ownkeys.go).
 func (s *Store) Watch(ctx context.Context, name string, kind store.Kind, wake func(store.Notice)) (func(), error) {
 	if err := s.Validate(kind, MinLease, 0); err != nil {
 		return nil, err
 	}
 	if !kind.Queued() {
-		return s.watch(ctx, s.lockDir(name), []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut()},
+		stop, _, err := s.watch(ctx, s.lockDir(name), []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut()},
 			func(evs []*clientv3.Event) {
 				if len(evs) > 0 {
 					wake(store.Notice{})
 				}
 			},
-			func() { wake(store.Notice{}) }) // notices may have been lost
+			func(int64) { wake(store.Notice{}) }) // notices may have been lost
+		return stop, err
+	}
+	release, err := s.watchOwnKeys(ctx, name, kind)
+	if err != nil {
+		return nil, err
 	}
 	w := &waker{wake: wake}
 	s.mu.Lock()
@@ -98,11 +112,12 @@ func (s *Store) Watch(ctx context.Context, name string, kind store.Kind, wake fu
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
-			defer s.mu.Unlock()
 			delete(s.wakers[name], w)
 			if len(s.wakers[name]) == 0 {
 				delete(s.wakers, name)
 			}
+			s.mu.Unlock()
+			release()
 		})
 	}, nil
 }
