@@ -102,11 +102,6 @@ func (s *Store) Validate(kind store.Kind, lease, queue time.Duration) error {
 	return nil
 }
 
-// Interruptible reports that the store's requests return once their
-// context ends (store.Interruptible): they are those of the etcd client,
-// on gRPC, and every wait of the store's own selects on the context too.
-func (s *Store) Interruptible() bool { return true }
-
 // System names the store for observers (store.SystemNamer): "etcd".
 func (s *Store) System() string { return "etcd" }
 

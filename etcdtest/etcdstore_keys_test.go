@@ -290,31 +290,14 @@ func TestEtcdUnconfirmedAbandonKeepsTheName(t *testing.T) {
 					heldOne = true
 					mu.Unlock()
 					if first { // the first acquisition only
-						// On its way: it lands once the test lets it,
-						// whether or not its caller still waits (a caller
-						// that gives up gets its context's error at once,
-						// as from etcd's client).
 						acquireHeld <- struct{}{}
-						landed := make(chan error, 1)
-						go func() {
-							<-holdAcquire
-							resp := new(pb.TxnResponse)
-							err := invoker(context.WithoutCancel(ctx), method, req, resp, cc, opts...)
-							if err == nil && resp.Succeeded {
-								err = errors.New("the held acquisition took the lock")
-							}
-							if err == nil {
-								proto.Merge(reply.(*pb.TxnResponse), resp)
-							}
-							acquireDone <- err
-							landed <- err
-						}()
-						select {
-						case err := <-landed:
-							return err
-						case <-ctx.Done():
-							return ctx.Err()
+						<-holdAcquire
+						err := invoker(ctx, method, req, reply, cc, opts...)
+						if err == nil && reply.(*pb.TxnResponse).Succeeded {
+							err = errors.New("the held acquisition took the lock")
 						}
+						acquireDone <- err
+						return err
 					}
 					return invoker(ctx, method, req, reply, cc, opts...)
 				}

@@ -12,9 +12,8 @@
 // store can do beyond that it declares by implementing small interfaces,
 // which distlock finds by type assertion: Validator (what it refuses
 // before any request), Inspector, Lister, ForceUnlocker, Revoker,
-// RevokeWatcher, OnceKeeper, PermitSetter, LeaderWatcher,
-// GrantConfirmer and Interruptible (its requests return when their
-// context ends). An operation whose interface a store lacks fails with
+// RevokeWatcher, OnceKeeper, PermitSetter, LeaderWatcher and
+// GrantConfirmer. An operation whose interface a store lacks fails with
 // ErrUnsupported, before any request.
 //
 // Errors: every failure of the store itself wraps ErrBackend (and

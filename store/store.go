@@ -168,22 +168,6 @@ type GrantConfirmer interface {
 	ConfirmGrants() bool
 }
 
-// An Interruptible is a Store whose requests return soon after their
-// context ends, whether or not the store applied them, as a gRPC client's
-// calls do. The Client then sends each request from the caller's own
-// goroutine, under a context that ends when the caller's does. Otherwise
-// it sends the request from a goroutine of its own, which it can leave
-// waiting for the reply when the caller gives up: a client that does not
-// bound a socket read by its context (go-redis, unless
-// ContextTimeoutEnabled is set) would hold the caller up. Either way, a
-// request that the caller gave up on counts as possibly applied, and is
-// made harmless as any request of unknown outcome is.
-type Interruptible interface {
-	// Interruptible reports whether every request of the store returns
-	// soon after its context has ended.
-	Interruptible() bool
-}
-
 // A Kind is a kind of lock. Kinds never mix: a name is used by one kind at
 // a time. Plain is distlock's Mutex, Fair its FairMutex, Read and Write
 // the two sides of its RWMutex; String gives the names distlock.Kind

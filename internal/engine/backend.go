@@ -8,7 +8,6 @@ type (
 	Backend        = store.Store
 	Revoker        = store.RevokeWatcher
 	GrantConfirmer = store.GrantConfirmer
-	Interruptible  = store.Interruptible
 	Kind           = store.Kind
 	Notice         = store.Notice
 	Request        = store.Request

@@ -20,12 +20,6 @@ import (
 // ctx ended first; handle then runs in the background when the outcome
 // comes, told that nobody waits, to make whatever the request did harmless.
 //
-// A store whose requests return when their context ends (Interruptible)
-// is called from the caller's goroutine instead, which saves a goroutine's
-// hand-off each way: the request's context then ends with ctx too, and a
-// request cut short by that is handled as one whose reply never comes
-// (replied is false, and handle runs in the background with the error).
-//
 // Every request, and the handling of its outcome, is counted in the
 // engine's background work, so Close waits for both. No request is sent
 // once Close has started: handle then gets ErrClosed at once.
@@ -42,10 +36,6 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 		err = e.requestErr(rctx, err)
 		e.deadlines.put(shared)
 		return handle(res, err, true), true
-	}
-
-	if e.inline {
-		return callInline(e, ctx, rctx, shared, req, handle)
 	}
 
 	p := &pending[T]{done: make(chan struct{})}
@@ -70,31 +60,6 @@ func call[T, R any](e *Engine, ctx context.Context, limit time.Duration,
 	}
 	defer e.bg.Done()
 	return handle(p.res, p.err, true), true
-}
-
-// callInline is call's request to an Interruptible store, sent from the
-// caller's goroutine under rctx (from requestContext) ended by ctx too.
-// It ends the request counted by e.enter.
-func callInline[T, R any](e *Engine, ctx, rctx context.Context, shared *sharedDeadline,
-	req func(context.Context) (T, error), handle func(res T, err error, waiting bool) R) (out R, replied bool) {
-	ictx, cancel := context.WithCancel(rctx)
-	stop := context.AfterFunc(ctx, cancel)
-	res, err := req(ictx)
-	stop()
-	cancel()
-	err = e.requestErr(rctx, err)
-	e.deadlines.put(shared)
-	if err != nil && ctx.Err() != nil {
-		// Cut short, or failed as the caller left: the outcome is unknown,
-		// and nobody waits for it.
-		go func() {
-			defer e.bg.Done()
-			handle(res, err, false)
-		}()
-		return out, false
-	}
-	defer e.bg.Done()
-	return handle(res, err, true), true
 }
 
 // A pending request, run by a worker for a caller that may leave: the

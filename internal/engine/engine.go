@@ -40,9 +40,6 @@ type Engine struct {
 	// confirmGrants: grants made by others' requests are renewed before
 	// they are handed out (see GrantConfirmer).
 	confirmGrants bool
-	// inline: requests are sent from the caller's goroutine (see
-	// store.Interruptible and call).
-	inline bool
 
 	ctx    context.Context // cancelled when Close starts: waits end
 	cancel context.CancelFunc
@@ -98,9 +95,6 @@ func New(b Backend, observe func(Event), cause func(name string, err error) erro
 	}
 	if gc, ok := b.(GrantConfirmer); ok {
 		e.confirmGrants = gc.ConfirmGrants()
-	}
-	if i, ok := b.(Interruptible); ok {
-		e.inline = i.Interruptible()
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.abandon, e.abandonCancel = context.WithCancel(context.Background())
