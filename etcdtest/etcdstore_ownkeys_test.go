@@ -17,15 +17,17 @@ import (
 	"google.golang.org/grpc"
 )
 
-// watchLog records the keys of the watches a client creates, and can make
-// the watch that receives the delete of a key look cancelled (as a member
-// lost would) instead of delivering it.
+// watchLog records the keys of the watches a client creates. It can make
+// the watch that receives an event look cancelled (as a member lost
+// would) instead of delivering it, and run a hook before the next watch
+// creation is sent.
 type watchLog struct {
-	mu      sync.Mutex
-	created []string      // the key of each watch creation sent
-	sent    chan struct{} // a receive per creation
-	drop    string        // the key whose delete is dropped, once
-	dropped chan struct{} // closed once it was
+	mu           sync.Mutex
+	created      []string                 // the key of each watch creation sent
+	sent         chan struct{}            // a receive per creation
+	drop         func(*mvccpb.Event) bool // the event whose response is dropped, once
+	dropped      chan struct{}            // closed once it was
+	beforeCreate func()                   // run once, before the next creation is sent
 }
 
 func newWatchLog() *watchLog {
@@ -50,9 +52,22 @@ func (l *watchLog) keys() []string {
 // dropDeleteOf makes the next response that delivers the delete of key
 // a cancellation of its watch, without the event.
 func (l *watchLog) dropDeleteOf(key string) {
+	l.dropWhere(func(ev *mvccpb.Event) bool { return ev.Type == mvccpb.DELETE && string(ev.Kv.Key) == key })
+}
+
+// dropWhere makes the next response with an event that match matches a
+// cancellation of its watch, without its events.
+func (l *watchLog) dropWhere(match func(*mvccpb.Event) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.drop = key
+	l.drop = match
+}
+
+// before runs hook before the next watch creation is sent.
+func (l *watchLog) before(hook func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.beforeCreate = hook
 }
 
 // await waits until a watch of key has been created.
@@ -76,7 +91,12 @@ func (s loggedStream) SendMsg(m any) error {
 	if r, ok := m.(*pb.WatchRequest); ok && r.GetCreateRequest() != nil {
 		s.l.mu.Lock()
 		s.l.created = append(s.l.created, string(r.GetCreateRequest().Key))
+		hook := s.l.beforeCreate
+		s.l.beforeCreate = nil
 		s.l.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
 		select {
 		case s.l.sent <- struct{}{}:
 		default:
@@ -94,9 +114,9 @@ func (s loggedStream) RecvMsg(m any) error {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
 	for _, ev := range r.Events {
-		if s.l.drop != "" && ev.Type == mvccpb.DELETE && string(ev.Kv.Key) == s.l.drop {
-			r.Events, r.Canceled, r.CancelReason = nil, true, "etcdtest: the delete was dropped"
-			s.l.drop = ""
+		if s.l.drop != nil && s.l.drop(ev) {
+			r.Events, r.Canceled, r.CancelReason = nil, true, "etcdtest: an event was dropped"
+			s.l.drop = nil
 			close(s.l.dropped)
 			break
 		}

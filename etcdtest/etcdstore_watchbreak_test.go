@@ -1,0 +1,82 @@
+package etcdtest_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/etcdstore"
+	"github.com/distlock/distlock/etcdtest"
+	"github.com/distlock/distlock/store"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc"
+)
+
+// TestEtcdLeaderWatchBreakLosesNoLeader: an election's observer whose
+// watch breaks (an event dropped, the watch cancelled: as when its member
+// loses the leader) reads the leader again once the watch is made again,
+// not before: here the leader changes after the break and before the new
+// watch starts (between the two, the store pauses), so an observer that
+// read at the break would keep the old leader, told of no change, until
+// some later one. Both leaders' leases are 10 minutes: nothing else
+// changes the election within the test.
+func TestEtcdLeaderWatchBreakLosesNoLeader(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log := newWatchLog()
+	obs := etcdstore.New(dialWith(t, c.Endpoints(), grpc.WithChainStreamInterceptor(log.interceptor)))
+	ls := etcdstore.New(dialWith(t, c.Endpoints()))
+	t.Cleanup(func() { _, _ = obs.Close(), ls.Close() })
+
+	const name = "leader-watch-break"
+	first, next := req(name, "first-leader", store.Election, 0), req(name, "next-leader", store.Election, 10*time.Minute)
+	first.Lease, next.Lease = 10*time.Minute, 10*time.Minute
+	mustHold(ctx, t, ls, first)
+	announced := make(chan store.Announcement, 16)
+	stop, err := obs.WatchLeader(ctx, name, func(a store.Announcement, lost bool) {
+		if !lost {
+			announced <- a
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	// The next leader's place is the change whose event is dropped; the
+	// first leader resigns just before the watch is made again.
+	resigned := make(chan error, 1)
+	log.dropWhere(func(ev *mvccpb.Event) bool { return ev.Type == mvccpb.PUT })
+	log.before(func() {
+		r := first
+		r.Hold = 0
+		rel, err := ls.Release(ctx, r)
+		if err == nil && rel != store.Freed {
+			err = fmt.Errorf("released: %v, want freed", rel)
+		}
+		resigned <- err
+	})
+	if g, err := ls.Acquire(ctx, next); err != nil || !g.Queued {
+		t.Fatalf("the next leader: %+v, %v; want a place", g, err)
+	}
+	select {
+	case err := <-resigned:
+		if err != nil {
+			t.Fatalf("the first leader's resignation: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the observer's watch was not made again")
+	}
+	for {
+		select {
+		case a := <-announced:
+			if a.ID == store.OwnerID(next.Owner) {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the observer was not told of the next leader")
+		}
+	}
+}
