@@ -80,3 +80,66 @@ func TestEtcdLeaderWatchBreakLosesNoLeader(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdMutexWatchBreakLosesNoRelease: a Mutex waiter (the library's
+// defaults) whose watch of the lock breaks (an event dropped, the watch
+// cancelled) while the holder releases before the watch is made again
+// still takes the lock at once: it is woken once the watch is made again,
+// not at the break (where a try would find the lock still held, and the
+// release, before the new watch starts, would never be told: the waiter
+// would try again only as the holder's 30-second lease ran out).
+func TestEtcdMutexWatchBreakLosesNoRelease(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	log := newWatchLog()
+	raw := dialWith(t, c.Endpoints())
+	holder := lockClient(t, dialWith(t, c.Endpoints()))
+	waiter, waiting := waitingClient(t, dialWith(t, c.Endpoints(), grpc.WithChainStreamInterceptor(log.interceptor)))
+	closeAtEnd(t, holder, waiter)
+
+	const name = "mutex-watch-break"
+	held, err := holder.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Mutex(name).Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	awaitWaiting(t, ctx, waiting)
+
+	// A key of no one's, put and deleted in the lock's directory: its
+	// delete is the event dropped. The holder releases just before the
+	// waiter's watch is made again.
+	other := etcdstore.DefaultPrefix + "lock/{" + name + "}/m/zz-no-ones"
+	released := make(chan error, 1)
+	log.dropWhere(func(ev *mvccpb.Event) bool { return ev.Type == mvccpb.DELETE && string(ev.Kv.Key) == other })
+	log.before(func() { released <- held.Unlock(ctx) })
+	if _, err := raw.Put(ctx, other, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Delete(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-released:
+		if err != nil {
+			t.Fatalf("the holder's Unlock: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the waiter's watch was not made again")
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the waiter: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the waiter did not take the lock after the release")
+	}
+}
