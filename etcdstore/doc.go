@@ -29,7 +29,9 @@
 // permits fit): a release, an expiry or a force-unlock grants the lock to
 // the next in line in the same write. A waiter watches only the key before
 // it (the last writer before it, for a reader; every release, for a
-// semaphore), so a release wakes one process, not all. Its watches start
+// semaphore), so a release wakes one process, not all; the deletes of its
+// own key (an expiry, an operator) come through one watch per lock of the
+// keys of the store's owners, so that it queues again at once. Its watches start
 // at the server's current revision and the queue is read after they are
 // made: a watch from a revision already past would wait for etcd's resync
 // of lagging watchers (100 ms), and so would every hand-over under
