@@ -27,8 +27,7 @@ import (
 // An ownKeys is the watch of the keys of this store's owners in one kind
 // directory of a lock, shared by the Watches of the lock's queued kinds.
 type ownKeys struct {
-	ready chan struct{} // closed once the watch is made, or failed (err)
-	err   error
+	ready chan struct{} // closed once the watch is made, or failed
 	stop  func()
 	refs  int // the Watches that use it
 	// since is the revision from which the watch has run without a break:
@@ -57,18 +56,13 @@ func (s *Store) watchOwnKeys(ctx context.Context, name string, kind store.Kind) 
 			stop, since, err := s.watch(ctx, prefix, []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut()},
 				s.ownKeysDeleted, func(since int64) { s.ownKeysBroken(prefix, w, since) })
 			s.mu.Lock()
-			if err != nil {
-				delete(s.ownKeys, prefix)
-				w.err = err
-			} else {
-				w.stop, w.since = stop, max(w.since, since)
-			}
 			close(w.ready)
-			s.mu.Unlock()
 			if err != nil {
+				delete(s.ownKeys, prefix) // those who waited for it try again
+				s.mu.Unlock()
 				return nil, err
 			}
-			s.mu.Lock()
+			w.stop, w.since = stop, max(w.since, since)
 		} else {
 			s.mu.Unlock()
 			select {
