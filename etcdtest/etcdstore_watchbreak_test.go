@@ -61,14 +61,7 @@ func TestEtcdLeaderWatchBreakLosesNoLeader(t *testing.T) {
 	if g, err := ls.Acquire(ctx, next); err != nil || !g.Queued {
 		t.Fatalf("the next leader: %+v, %v; want a place", g, err)
 	}
-	select {
-	case err := <-resigned:
-		if err != nil {
-			t.Fatalf("the first leader's resignation: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("the observer's watch was not made again")
-	}
+	awaitNoErr(ctx, t, resigned, "the first leader's resignation (before the observer's watch is made again)")
 	for {
 		select {
 		case a := <-announced:
@@ -126,20 +119,19 @@ func TestEtcdMutexWatchBreakLosesNoRelease(t *testing.T) {
 	if _, err := raw.Delete(ctx, other); err != nil {
 		t.Fatal(err)
 	}
+	awaitNoErr(ctx, t, released, "the holder's Unlock (before the waiter's watch is made again)")
+	awaitNoErr(ctx, t, got, "the waiter's Lock after the release")
+}
+
+// awaitNoErr waits for a nil error on ch, what's outcome.
+func awaitNoErr(ctx context.Context, t *testing.T, ch <-chan error, what string) {
+	t.Helper()
 	select {
-	case err := <-released:
+	case err := <-ch:
 		if err != nil {
-			t.Fatalf("the holder's Unlock: %v", err)
+			t.Fatalf("%s: %v", what, err)
 		}
 	case <-ctx.Done():
-		t.Fatal("the waiter's watch was not made again")
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("the waiter: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("the waiter did not take the lock after the release")
+		t.Fatalf("%s: none before the deadline", what)
 	}
 }
