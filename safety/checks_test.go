@@ -273,8 +273,8 @@ func (rep *chaosReport) log(t *testing.T) {
 		}
 	}
 	if g := rep.GiveUp; g.Owners > 0 {
-		t.Logf("give-ups: %d owners of queued acquisitions recorded (%d tied to no call, %d to successful calls); %d of calls that returned an error checked (%d cut short by Close, from its return), by kind %v: %d grants raced them and came before the return, %d made holders after it (by kind %v), %d places live after it; excluded %d after a restart, %d of a failed Close, %d whose clean-up failed before the return",
-			g.Owners, g.Unlinked, g.OfSuccesses, sumInts(g.Checked), g.ByClose, g.Checked, g.RacedGrants, g.GrantedAfter, g.GrantedAfterKind, g.PlacesLeft, g.ExcludedRestart, g.ExcludedClose, g.ExcludedCleanup)
+		t.Logf("give-ups: %d owners of queued acquisitions recorded (%d tied to no call, %d to successful calls); %d of calls that returned an error checked (%d cut short by Close, from its return), by kind %v: %d grants raced them and came before the return, %d made holders after it (by kind %v), %d places live after it; excluded %d after a restart, %d of a failed Close, %d whose clean-up failed before the return; %d grants or places after the return excused, their owner's clean-up sent and not confirmed by then",
+			g.Owners, g.Unlinked, g.OfSuccesses, sumInts(g.Checked), g.ByClose, g.Checked, g.RacedGrants, g.GrantedAfter, g.GrantedAfterKind, g.PlacesLeft, g.ExcludedRestart, g.ExcludedClose, g.ExcludedCleanup, g.Unconfirmed)
 	}
 	if oc := rep.Once; len(oc.Calls) > 0 {
 		t.Logf("jobs run once: calls %v, jobs %v; %d panics, %d locks checked, %d held 3 leases after; %d succeeded (%d after their caller's deadline), %d run again after a recorded run, %d reruns allowed (%d records failed, %d lost in a restart); %d failed, %d keys run again after a failure, %d calls told a failure was done; %d runs, %d overlaps (%d excluded); %d lost",
@@ -545,15 +545,15 @@ func (r *chaosRun) check(store *redis.Client, mon monitors, runEnd int64) *chaos
 			case "close":
 				closes[p] = rec
 				p.closeAt = rec.Call
-			case "abf":
+			case "abf", "abok":
+				// Clean-ups that failed and that the store confirmed (the
+				// give-up checks of every mode).
 				enqs = append(enqs, rec) // see checkGiveUps
 				etcdReqs = append(etcdReqs, rec)
+			case "abs":
+				enqs = append(enqs, rec) // see checkGiveUps
 			case "rpcerr", "wcomp":
 				etcdReqs = append(etcdReqs, rec) // see checkEtcd
-			case "abok":
-				// Clean-ups the store confirmed (the SQL and etcd modes'
-				// give-up checks).
-				etcdReqs = append(etcdReqs, rec)
 			case "enq":
 				etcdReqs = append(etcdReqs, rec)
 				collectEnqueues(enq, rec)

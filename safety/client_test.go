@@ -949,9 +949,15 @@ var waitArg = map[string]int{"fair_acquire": 5, "rw_acquire": 7, "sem_acquire": 
 
 // sending notes, for queueBeforeClose, an acquisition call that may
 // queue (a queued kind's, not a try) about to be sent.
+// It writes an abs record for a call of abandon.lua: the give-up check
+// excuses an owner whose clean-up was sent, and not confirmed, by the
+// time its call returned.
 func (c *chaosClient) sending(sc scriptCall) {
 	if wait, ok := waitArg[sc.script]; ok && len(sc.argv) > wait && sc.argv[wait] != "0" {
 		c.noteQueue(c.enqueuedAt, sc.name)
+	}
+	if sc.script == "abandon" && len(sc.argv) > 0 {
+		c.h.write(record{K: "abs", Client: c.cfg.ID, Name: sc.name, Place: placeID(sc.argv[0]), Wall: wall()})
 	}
 }
 
@@ -961,20 +967,25 @@ func (c *chaosClient) recordScript(sc scriptCall, owner, call, callWall int64) {
 		c.recordEnqueue(sc, owner, call, callWall)
 	}
 	c.recordScriptError(sc)
-	c.recordFailedAbandon(sc)
+	c.recordAbandon(sc)
 }
 
-// recordFailedAbandon writes an abf record for a call of abandon.lua
-// that failed (not NOSCRIPT, which the backend follows with EVAL): the
-// clean-up of the owner's attempt was not confirmed by that call, and
-// the engine retries it in the background. A call that gives up returns
-// once the clean-up's first attempt has ended, confirmed or not: the
-// give-up check leaves out the calls whose clean-up failed first.
-func (c *chaosClient) recordFailedAbandon(sc scriptCall) {
+// recordAbandon writes, for a call of abandon.lua, an abok record if it
+// succeeded (the clean-up of the owner's attempt is confirmed), or an abf
+// record if it failed (not NOSCRIPT, which the backend follows with
+// EVAL): the engine retries it in the background. A call that gives up
+// returns once the clean-up's first attempt has ended, confirmed or not,
+// or after giveUpWait: the give-up check leaves out the calls whose
+// clean-up failed first, and excuses those whose clean-up was not
+// confirmed by their return.
+func (c *chaosClient) recordAbandon(sc scriptCall) {
 	if sc.script != "abandon" || len(sc.argv) == 0 {
 		return
 	}
-	if err := sc.cmd.Err(); err != nil && !strings.Contains(err.Error(), "NOSCRIPT") {
+	switch err := sc.cmd.Err(); {
+	case err == nil:
+		c.h.write(record{K: "abok", Client: c.cfg.ID, Name: sc.name, Place: placeID(sc.argv[0]), Wall: wall()})
+	case !strings.Contains(err.Error(), "NOSCRIPT"):
 		c.h.write(record{K: "abf", Client: c.cfg.ID, Name: sc.name, Place: placeID(sc.argv[0]), Wall: wall(), Err: err.Error()})
 	}
 }

@@ -43,7 +43,20 @@ import (
 // clean-ups it could not confirm), and owners whose clean-up failed
 // before the call returned (an abf record: a call returns once the
 // clean-up's first attempt has ended, confirmed or not, and the clean-up
-// goes on in the background, as documented).
+// goes on in the background, as documented). Excused, counted: a grant or
+// a place after the return of an owner whose clean-up was sent at least
+// giveUpWait before the return and not confirmed by it (the call stopped
+// waiting for it, as documented; it frees what the owner has when it
+// lands).
+
+// giveUpWait is how long a call that gives up waits for the first
+// attempt of its clean-up, at most, before it returns (internal/engine's
+// giveUpWait); giveUpSlack covers the time between the start of that wait
+// and the sending of the clean-up, on another goroutine.
+const (
+	giveUpWait  = 5 * time.Second
+	giveUpSlack = 100 * time.Millisecond
+)
 
 // giveUpMargin covers the clocks' granularity: the server's µs timestamps
 // in MONITOR, the clients' readings of CLOCK_REALTIME (one machine).
@@ -62,6 +75,7 @@ type giveUpReport struct {
 	ExcludedRestart  int
 	ExcludedClose    int // calls of a process whose Close returned an error
 	ExcludedCleanup  int // owners whose clean-up failed before the call returned
+	Unconfirmed      int // grants and places after the return of owners whose clean-up was sent and not confirmed by it
 	Detail           []string
 	GrantedAfterKind map[string]int
 }
@@ -147,10 +161,19 @@ func (r *chaosRun) checkGiveUps(rep *chaosReport, enqs []record, byName map[stri
 	// The first record of each owner: its enqueue (later ones are
 	// re-entries of a holder).
 	first := map[string]record{}
-	failedCleanup := map[string][]int64{} // wall times of the failed abandon.lua calls of each owner
+	// Wall times of each owner's abandon.lua calls: sent, failed,
+	// confirmed.
+	sentCleanup, failedCleanup, confirmedCleanup := map[string][]int64{}, map[string][]int64{}, map[string][]int64{}
 	for _, e := range enqs {
-		if e.K == "abf" {
+		switch e.K {
+		case "abs":
+			sentCleanup[e.Place] = append(sentCleanup[e.Place], e.Wall)
+			continue
+		case "abf":
 			failedCleanup[e.Place] = append(failedCleanup[e.Place], e.Wall)
+			continue
+		case "abok":
+			confirmedCleanup[e.Place] = append(confirmedCleanup[e.Place], e.Wall)
 			continue
 		}
 		if e.Reenter {
@@ -219,6 +242,24 @@ func (r *chaosRun) checkGiveUps(rep *chaosReport, enqs []record, byName map[stri
 			continue
 		}
 		after := retWall + int64(giveUpMargin)
+		// The call returned after giveUpWait without the confirmation of
+		// its clean-up, which goes on: what the owner has after the
+		// return is excused (it is freed when the clean-up lands). A
+		// call that returned sooner, unconfirmed, is checked.
+		cleanups := func(id string) string {
+			rel := func(ats []int64) []time.Duration {
+				out := make([]time.Duration, len(ats))
+				for i, at := range ats {
+					out[i] = time.Duration(at - retWall)
+				}
+				return out
+			}
+			return fmt.Sprintf("its clean-ups, from the return: sent %v, confirmed %v, failed %v",
+				rel(sentCleanup[id]), rel(confirmedCleanup[id]), rel(failedCleanup[id]))
+		}
+		waitedOut := func(at int64) bool { return retWall-at >= int64(giveUpWait-giveUpSlack) }
+		unconfirmed := slices.ContainsFunc(sentCleanup[id], waitedOut) &&
+			!slices.ContainsFunc(confirmedCleanup[id], func(at int64) bool { return at <= after })
 		for _, s := range ev.starts {
 			switch {
 			case s.at <= after:
@@ -227,11 +268,13 @@ func (r *chaosRun) checkGiveUps(rep *chaosReport, enqs []record, byName map[stri
 				}
 			case r.restartDuring(from, s.at-offset):
 				g.ExcludedRestart++
+			case unconfirmed:
+				g.Unconfirmed++
 			default:
 				g.GrantedAfter++
 				g.GrantedAfterKind[kind]++
-				g.note("%s: owner %s of client %d's call (%s, returned %s at %d) made the holder (token %d) by %s, granted %v, %v after the call returned",
-					e.Name, id, e.Client, describeCall(cands), last.acq.Res, retWall, s.token, s.by, s.granted, time.Duration(s.at-retWall))
+				g.note("%s: owner %s of client %d's call (%s, returned %s at %d) made the holder (token %d) by %s, granted %v, %v after the call returned; %s",
+					e.Name, id, e.Client, describeCall(cands), last.acq.Res, retWall, s.token, s.by, s.granted, time.Duration(s.at-retWall), cleanups(id))
 			}
 		}
 		for _, pl := range ev.places {
@@ -240,14 +283,16 @@ func (r *chaosRun) checkGiveUps(rep *chaosReport, enqs []record, byName map[stri
 			case !live:
 			case r.restartDuring(from, max(pl.Added, after)-offset):
 				g.ExcludedRestart++
+			case unconfirmed:
+				g.Unconfirmed++
 			default:
 				g.PlacesLeft++
 				ended := "still there at the end of the feed"
 				if pl.Ended > 0 {
 					ended = fmt.Sprintf("%s by %s %v after the call returned", pl.How, pl.By, time.Duration(pl.Ended-retWall))
 				}
-				g.note("%s: place of owner %s of client %d's call (%s, returned %s at %d), made at %d, live after the call returned: %s",
-					e.Name, id, e.Client, describeCall(cands), last.acq.Res, retWall, pl.Added, ended)
+				g.note("%s: place of owner %s of client %d's call (%s, returned %s at %d), made at %d, live after the call returned: %s; %s",
+					e.Name, id, e.Client, describeCall(cands), last.acq.Res, retWall, pl.Added, ended, cleanups(id))
 			}
 		}
 	}
@@ -279,23 +324,28 @@ func TestGiveUpCheckerFlags(t *testing.T) {
 		placeEnd int64  // when its place left the queue; 0: still there
 		flagged  bool
 		abfAt    int64 // when a clean-up of the owner failed; 0: none did
+		absAt    int64 // when a clean-up of the owner was sent; 0: none was
+		abokAt   int64 // when a clean-up of the owner was confirmed; 0: none was
 	}{
-		{"a grant before the return", "ctx", ret - ms, ret - ms, false, 0},
-		{"a grant after the return", "ctx", ret + 20*ms, ret + 20*ms, true, 0},
-		{"a place left after the return", "ctx", 0, ret + 20*ms, true, 0},
-		{"a place gone before the return", "ctx", 0, ret - ms, false, 0},
-		{"the owner of a successful call", "ok", ret + 20*ms, ret + 20*ms, false, 0},
-		{"a place left after the return, its clean-up failed before it", "ctx", 0, ret + 20*ms, false, ret - ms},
-		{"a place left after the return, its clean-up failed after it", "ctx", 0, ret + 20*ms, true, ret + 10*ms},
+		{"a grant before the return", "ctx", ret - ms, ret - ms, false, 0, 0, 0},
+		{"a grant after the return", "ctx", ret + 20*ms, ret + 20*ms, true, 0, 0, 0},
+		{"a place left after the return", "ctx", 0, ret + 20*ms, true, 0, 0, 0},
+		{"a place gone before the return", "ctx", 0, ret - ms, false, 0, 0, 0},
+		{"the owner of a successful call", "ok", ret + 20*ms, ret + 20*ms, false, 0, 0, 0},
+		{"a place left after the return, its clean-up failed before it", "ctx", 0, ret + 20*ms, false, ret - ms, 0, 0},
+		{"a place left after the return, its clean-up failed after it", "ctx", 0, ret + 20*ms, true, ret + 10*ms, 0, 0},
+		{"a grant after the return, its clean-up sent giveUpWait before it and unconfirmed", "ctx", ret + 20*ms, ret + 20*ms, false, 0, ret - giveUpWait.Nanoseconds(), 0},
+		{"a grant after the return, its clean-up sent giveUpWait before it and confirmed", "ctx", ret + 20*ms, ret + 20*ms, true, 0, ret - giveUpWait.Nanoseconds(), ret - ms},
+		{"a grant after the return, its clean-up sent just before it and unconfirmed", "ctx", ret + 20*ms, ret + 20*ms, true, 0, ret - 10*ms, 0},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			r := &chaosRun{t: t, lease: time.Second, prefix: "distlock:", names: []string{"f"}, fair: map[string]time.Duration{"f": time.Second}}
 			p := &clientProc{id: 1}
 			r.procs = []*clientProc{p}
-			a := &acquisition{acq: record{K: "acq", Owner: 7, Name: "f", Call: ret - 500*ms, Ret: ret, Wall: ret, Res: c.res}, proc: p}
-			enq := record{K: "enq", Client: 1, Owner: 7, Name: "f", Place: placeID("X"), Call: ret - 400*ms, Res: "queued"}
+			a := &acquisition{acq: record{K: "acq", Owner: 7, Name: "f", Call: ret - 6000*ms, Ret: ret, Wall: ret, Res: c.res}, proc: p}
+			enq := record{K: "enq", Client: 1, Owner: 7, Name: "f", Place: placeID("X"), Call: ret - 5900*ms, Res: "queued"}
 			m := newMonitor("", "distlock:")
-			pl := &place{Name: "f", Owner: "X", Added: ret - 400*ms, Deadline: ret + time.Second.Nanoseconds(), Ended: c.placeEnd, How: "dropped"}
+			pl := &place{Name: "f", Owner: "X", Added: ret - 5900*ms, Deadline: ret + time.Second.Nanoseconds(), Ended: c.placeEnd, How: "dropped"}
 			if c.grantAt != 0 {
 				m.tenures[tenureKey{"distlock:{f}", 5}] = &tenure{Owner: "X", Start: c.grantAt, Fair: true, Kind: "fair", Granted: true, By: "release"}
 				pl.How = "granted"
@@ -305,6 +355,12 @@ func TestGiveUpCheckerFlags(t *testing.T) {
 			recs := []record{enq}
 			if c.abfAt != 0 {
 				recs = append(recs, record{K: "abf", Client: 1, Name: "f", Place: placeID("X"), Wall: c.abfAt})
+			}
+			if c.absAt != 0 {
+				recs = append(recs, record{K: "abs", Client: 1, Name: "f", Place: placeID("X"), Wall: c.absAt})
+			}
+			if c.abokAt != 0 {
+				recs = append(recs, record{K: "abok", Client: 1, Name: "f", Place: placeID("X"), Wall: c.abokAt})
 			}
 			r.checkGiveUps(rep, recs, map[string][]*acquisition{"f": {a}}, nil, monitors{m}, 0)
 			g := rep.GiveUp

@@ -11,7 +11,7 @@ import (
 // A record is one line of a chaos client's history file. Times are
 // CLOCK_MONOTONIC nanoseconds unless named Wall (CLOCK_REALTIME).
 type record struct {
-	K string `json:"k"` // kind: start, acq, rel, reli (a re-entered lease), ext, cancel, lost, op, close, enq, abf, rpcerr and wcomp (etcd), serr, once, job, stats, done
+	K string `json:"k"` // kind: start, acq, rel, reli (a re-entered lease), ext, cancel, lost, op, close, enq, abs, abf, abok (clean-ups sent, failed, confirmed), rpcerr and wcomp (etcd), serr, once, job, stats, done
 
 	Client int    `json:"c,omitempty"` // client id
 	PID    int    `json:"pid,omitempty"`
