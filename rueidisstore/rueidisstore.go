@@ -21,13 +21,14 @@
 // on a majority of independent masters.
 //
 // rueidis does not look at an idle connection before it writes on it
-// (go-redis's pool does): after the server restarts, the first command
-// written on each connection left idle since fails with EOF. A lock
-// call's outcome is then unknown: distlock counts it as possibly
-// applied, cleans up, and returns an error wrapping ErrBackend; a call
-// again takes a new connection. rueidis.ClientOption.AlwaysPipelining
-// keeps a reader on every connection, which then sees its close when it
-// comes.
+// (go-redis's pool does): it finds one the server closed by the PING it
+// sends after a second of silence (Dialer.KeepAlive), or by the next
+// command written on it, which fails with EOF. So a lock call made just
+// after a server restarts may fail so: its outcome is unknown, and
+// distlock counts it as possibly applied, cleans up, and returns an
+// error wrapping ErrBackend; a call again takes a new connection.
+// rueidis.ClientOption.AlwaysPipelining keeps a reader on every
+// connection, which then sees its close when it comes.
 //
 // A store does not contact Redis until it is used, and never closes the
 // client it is given: close it after the distlock Client. Redis 6.2 or

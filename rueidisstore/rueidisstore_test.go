@@ -171,10 +171,11 @@ func TestWaiterSurvivesAKilledSubscription(t *testing.T) {
 // A client whose server goes down while it waits: its waiter may fail
 // with ErrBackend; once the server is back (empty: the lock went with it),
 // the client takes the lock. rueidis does not look at an idle connection
-// before it writes on it (go-redis's pool does), so a lock call that goes
-// on a connection left idle since the server went down fails (EOF: sent,
-// its outcome unknown) with ErrBackend: the client tries again, and each
-// of its connections fails once at most. (TestPubSubAcrossAnOutage checks
+// before it writes on it (go-redis's pool does), and finds it closed by a
+// PING after a second of silence: a lock call that goes on a connection
+// the server's end closed before that fails (EOF: sent, its outcome
+// unknown) with ErrBackend. The client tries again; each of its
+// connections fails once at most. (TestPubSubAcrossAnOutage checks
 // that its pub/sub connection tries again at a bounded rate meanwhile.)
 func TestWaiterAcrossAnOutage(t *testing.T) {
 	srv := redistest.Start(t)
