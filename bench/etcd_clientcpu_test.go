@@ -246,12 +246,13 @@ func (instantLease) KeepAliveOnce(_ context.Context, id clientv3.LeaseID) (*clie
 
 func (instantLease) Close() error { return nil }
 
-// instantWatcher creates every watch at once; no event ever comes.
+// instantWatcher creates every watch at once; no event ever comes. Its
+// created notice has a header, as clientv3's always do.
 type instantWatcher struct{}
 
 func (instantWatcher) Watch(ctx context.Context, _ string, _ ...clientv3.OpOption) clientv3.WatchChan {
 	ch := make(chan clientv3.WatchResponse, 1)
-	ch <- clientv3.WatchResponse{Created: true}
+	ch <- clientv3.WatchResponse{Header: &pb.ResponseHeader{Revision: 1}, Created: true}
 	context.AfterFunc(ctx, func() { close(ch) })
 	return ch
 }
