@@ -80,6 +80,11 @@ func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 	if err != nil {
 		return store.Grant{}, err
 	}
+	if r.Kind == store.Plain {
+		if l := s.lineOf(r.Name); l != nil {
+			return a.fromLine(ctx, l, lease)
+		}
+	}
 	for {
 		// The common case first: nothing of the name exists. The
 		// keep-alive that the hold needs goes out beside the put.
@@ -98,6 +103,9 @@ func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 				return store.Grant{TTL: -1}, nil // abandoned: never taken for this owner
 			}
 			cs = contenders(a.dir, resp.Responses[0].GetResponseRange().Kvs)
+			if len(cs) == 0 && len(resp.Responses) > 2 && resp.Responses[2].GetResponseRange().Count > 0 {
+				return store.Grant{TTL: -1}, nil // free, but others wait in its line
+			}
 		} else {
 			resp, err := s.cli.Txn(ctx).Then(rangeOp(a.dir), clientv3.OpGet(a.mark, clientv3.WithCountOnly())).Commit()
 			if err != nil {
@@ -118,21 +126,36 @@ func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 // freeTxn is the transaction that takes the lock if nothing of its name
 // exists and the owner is not abandoned, putting the owner's key on
 // lease; else it reads the lock's keys and counts the owner's mark.
+//
+// A plain mutex's also compares that nobody waits in its line (line.go),
+// and counts the line's keys if it fails.
 func (a *acquisition) freeTxn(lease clientv3.LeaseID) *pb.TxnRequest {
+	var lineDir string
+	if a.r.Kind == store.Plain {
+		lineDir = a.s.lineDir(a.r.Name)
+	}
 	// One buffer holds every key and the value.
-	b := make([]byte, 0, 2*len(a.dir)+len(a.mark)+len(a.key)+256)
+	b := make([]byte, 0, 2*len(a.dir)+2*len(lineDir)+len(a.mark)+len(a.key)+256)
 	b, dir := carve(b, func(b []byte) []byte { return append(b, a.dir...) })
 	b, end := carve(b, func(b []byte) []byte { return prefixEnd(append(b, a.dir...), len(b)) })
 	b, mark := carve(b, func(b []byte) []byte { return append(b, a.mark...) })
 	b, key := carve(b, func(b []byte) []byte { return append(b, a.key...) })
-	_, value := carve(b, a.h.appendJSON)
-	return &pb.TxnRequest{
+	b, value := carve(b, a.h.appendJSON)
+	t := &pb.TxnRequest{
 		Compare: []*pb.Compare{createdEquals(dir, end, 0), createdEquals(mark, nil, 0)},
 		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
 			Key: key, Value: value, Lease: int64(lease)}}}},
 		Failure: []*pb.RequestOp{queueRange(dir, end),
 			{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: mark, CountOnly: true}}}},
 	}
+	if lineDir != "" {
+		b, line := carve(b, func(b []byte) []byte { return append(b, lineDir...) })
+		_, lineEnd := carve(b, func(b []byte) []byte { return prefixEnd(append(b, lineDir...), len(b)) })
+		t.Compare = append(t.Compare, createdEquals(line, lineEnd, 0))
+		t.Failure = append(t.Failure, &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{
+			Key: line, RangeEnd: lineEnd, CountOnly: true}}})
+	}
+	return t
 }
 
 // putErr is the error of a put on lease that failed: the lease's own

@@ -31,9 +31,15 @@
 // it (the last writer before it, for a reader; every release, for a
 // semaphore), so a release wakes one process, not all; the deletes of its
 // own key (an expiry, an operator) come through one watch per lock of the
-// keys of the store's owners, so that it queues again at once. Its watches start
-// at the server's current revision and the queue is read after they are
-// made: a watch from a revision already past would wait for etcd's resync
+// keys of the store's owners, so that it queues again at once. A plain
+// mutex's waiters put no keys of their own: the processes that wait for it
+// take turns, each with one key, <prefix>line/{name}/<id>, on a lease of
+// its own, and only the process at the front of that line tries when the
+// lock is freed, moving its key to the back as it takes the lock; an
+// acquisition of a process that does not wait fails while anyone does, so
+// no process is passed over (line.go). A waiter's watches start
+// at the server's current revision and what it waits for is read after
+// they are made: a watch from a revision already past would wait for etcd's resync
 // of lagging watchers (100 ms), and so would every hand-over under
 // contention. An acquisition that may queue (the Client found the lock
 // taken) puts its place in one transaction, and holds at once if the keys

@@ -59,6 +59,7 @@ type Store struct {
 	keys    map[string]*place              // the same, by key
 	ownKeys map[string]*ownKeys            // by prefix: the shared watches of its owners' keys (ownkeys.go)
 	wakers  map[string]map[*waker]struct{} // by lock name: the Watches of queued kinds
+	lines   map[string]*line               // by lock name: its key in the line of a plain mutex (line.go)
 	classes map[int64]*classLease          // by TTL: the leases of the store's keys
 	marks   map[int64]*markLease           // by TTL: the leases of abandonment marks
 	slots   slots                          // the names of its owners' keys
@@ -79,6 +80,7 @@ func New(cli *clientv3.Client, opts ...Option) *Store {
 	host, _ := os.Hostname()
 	s := &Store{cli: cli, wire: newWire(cli), prefix: cfg.prefix, err: cfg.err, host: host, pid: os.Getpid(),
 		places: map[string]*place{}, keys: map[string]*place{}, ownKeys: map[string]*ownKeys{}, wakers: map[string]map[*waker]struct{}{},
+		lines:   map[string]*line{},
 		classes: map[int64]*classLease{}, marks: map[int64]*markLease{},
 		slots: newSlots()}
 	s.watches, s.endWatches = context.WithCancel(context.Background())

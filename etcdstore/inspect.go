@@ -12,16 +12,21 @@ import (
 // Inspect implements store.Inspector. LastToken is the highest token of
 // the holders while the lock is held, 0 when it is free (etcd keeps no
 // counter of its own: the next token is a revision above every earlier
-// one). A holder's TTL is its lease's, in whole seconds.
+// one). A holder's TTL is its lease's, in whole seconds. Watchers counts
+// the processes in a plain mutex's line (line.go).
 func (s *Store) Inspect(ctx context.Context, name string) (store.State, error) {
 	if s.err != nil {
 		return store.State{}, s.err
 	}
+	line, err := s.cli.Get(ctx, s.lineDir(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return store.State{}, backendErr(err)
+	}
 	cs, _, err := s.queue(ctx, name)
 	if err != nil || len(cs) == 0 {
-		return store.State{TTL: -1}, err
+		return store.State{TTL: -1, Watchers: int(line.Count)}, err
 	}
-	st := store.State{Kind: kindOf(cs[0].letter), InUse: true, TTL: -1}
+	st := store.State{Kind: kindOf(cs[0].letter), InUse: true, TTL: -1, Watchers: int(line.Count)}
 	capacity := capacityOf(cs, 0)
 	if st.Kind == store.Semaphore {
 		st.Capacity = capacity

@@ -77,9 +77,9 @@ func errWatch(key string, err error) error {
 	return fmt.Errorf("watch of %q not created: %w", key, err)
 }
 
-// Watch implements store.Store. A plain lock's waiters hear of the deletes
-// of its keys (its own releases too: a waiter woken for nothing tries and
-// waits again). A queued kind's grants to this store's owners come from the
+// Watch implements store.Store. A plain lock's waiters take their turns
+// in its line (line.go): they are woken when, as this store last saw the
+// lock, it is free and their turn has come. A queued kind's grants to this store's owners come from the
 // goroutines that follow their places (places.go), which wake delivers;
 // the Watch makes sure, before it returns, that the deletes of this
 // store's keys on the lock are watched (ownkeys.go).
@@ -88,14 +88,7 @@ func (s *Store) Watch(ctx context.Context, name string, kind store.Kind, wake fu
 		return nil, err
 	}
 	if !kind.Queued() {
-		stop, _, err := s.watch(ctx, s.lockDir(name), []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut()},
-			func(evs []*clientv3.Event) {
-				if len(evs) > 0 {
-					wake(store.Notice{})
-				}
-			},
-			func(int64) { wake(store.Notice{}) }) // notices may have been lost
-		return stop, err
+		return s.joinLine(ctx, name, wake)
 	}
 	release, err := s.watchOwnKeys(ctx, name, kind)
 	if err != nil {

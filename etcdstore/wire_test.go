@@ -51,11 +51,18 @@ func TestWireMessages(t *testing.T) {
 			mark: s.markKey(r.Owner, r.Name), h: s.newHolding(r)}
 		const lease = 7
 		want := a.freeTxn(lease)
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(a.dir).WithPrefix(), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(a.mark), "=", 0)}
+		failure := []clientv3.Op{rangeOp(a.dir), clientv3.OpGet(a.mark, clientv3.WithCountOnly())}
+		if kind == store.Plain {
+			// Nobody waits in its line (line.go).
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.lineDir(r.Name)).WithPrefix(), "=", 0))
+			failure = append(failure, clientv3.OpGet(s.lineDir(r.Name), clientv3.WithPrefix(), clientv3.WithCountOnly()))
+		}
 		if _, err := cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(a.dir).WithPrefix(), "=", 0),
-				clientv3.Compare(clientv3.CreateRevision(a.mark), "=", 0)).
+			If(cmps...).
 			Then(clientv3.OpPut(a.key, a.h.encode(), clientv3.WithLease(lease))).
-			Else(rangeOp(a.dir), clientv3.OpGet(a.mark, clientv3.WithCountOnly())).
+			Else(failure...).
 			Commit(); err != nil {
 			t.Fatal(err)
 		}
