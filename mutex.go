@@ -84,8 +84,9 @@ type LockInfo struct {
 	// LastToken is the last fencing token issued for this name, 0 if its
 	// counter has expired (see redisstore.WithFenceRetention).
 	LastToken uint64
-	// Waiters counts the processes (subscribed connections) waiting for a
-	// plain mutex.
+	// Waiters counts the processes waiting for a plain mutex: on Redis its
+	// subscribed connections, on etcd the keys of its line; 0 where the
+	// store cannot tell.
 	Waiters int
 	// Queued counts the waiters in a FairMutex's queue (places that have
 	// not expired), in any process: for an election, the candidates
