@@ -12,6 +12,8 @@ import (
 //	P lock/{name}/<t>/<id>.<n>  one key per acquisition: the owner's hold,
 //	                            or its place in the queue (t: the kind; id
 //	                            the store's, n a slot of it: slots.go)
+//	P line/{name}/<id>          the store's key in the line of a plain
+//	                            mutex, while it waits for it (line.go)
 //	P mark/<owner>/<name>       the abandonment mark of an owner
 //	P revoked/<grantee>/<name>  a revocation notice (revoked.go)
 //	P done/<name>               a Once record (once.go)

@@ -56,11 +56,8 @@ import (
 // lineTTL is the TTL of a line key's lease, in seconds.
 const lineTTL = 5
 
-// lineRoot is the prefix of every line key.
-func (s *Store) lineRoot() string { return s.prefix + "line/" }
-
 // lineDir is the prefix of the line keys of the lock name.
-func (s *Store) lineDir(name string) string { return s.lineRoot() + "{" + name + "}/" }
+func (s *Store) lineDir(name string) string { return s.prefix + "line/{" + name + "}/" }
 
 // A line is this store's key in the line of one plain mutex, and its view
 // of the line and of the lock, shared by the store's Watches of the lock.
@@ -72,8 +69,7 @@ type line struct {
 	prefix string // the line's keys
 	ctx    context.Context
 	cancel context.CancelFunc
-	ready  chan struct{}       // closed once the key is put and the view read
-	done   chan struct{}       // closed when its goroutine has ended
+	ready  chan struct{}       // closed once the key is put and the view read, or that failed
 	wakers map[*waker]struct{} // guarded by s.mu
 
 	mu      sync.Mutex
@@ -123,10 +119,11 @@ func (s *Store) joinLine(ctx context.Context, name string, wake func(store.Notic
 	return func() { once.Do(func() { s.leaveLine(l, w) }) }, nil
 }
 
+// newLine returns the line of name, its key to be put by its goroutine.
 func (s *Store) newLine(name string) *line {
 	ctx, cancel := context.WithCancel(s.watches)
 	l := &line{s: s, name: name, key: s.lineDir(name) + s.slots.id, dir: s.lockDir(name), prefix: s.lineDir(name),
-		ctx: ctx, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{}), wakers: map[*waker]struct{}{},
+		ctx: ctx, cancel: cancel, ready: make(chan struct{}), wakers: map[*waker]struct{}{},
 		put: true, todo: make(chan struct{}, 1), stopKA: func() {}}
 	l.todo <- struct{}{}
 	return l
@@ -159,7 +156,6 @@ func (s *Store) lineOf(name string) *line {
 func (l *line) run() {
 	s := l.s
 	defer s.wg.Done()
-	defer close(l.done)
 	defer func() {
 		l.mu.Lock()
 		lease, stopKA := l.lease, l.stopKA
