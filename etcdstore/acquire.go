@@ -21,13 +21,18 @@ import (
 // state it was decided on, and never for an abandoned owner (its mark
 // exists), so a copy of the request that arrives late takes nothing.
 func (s *Store) Acquire(ctx context.Context, r store.Request) (store.Grant, error) {
+	return s.acquire(ctx, r, false)
+}
+
+// acquire is Acquire; member says r is a member of a multi-lock.
+func (s *Store) acquire(ctx context.Context, r store.Request, member bool) (store.Grant, error) {
 	if err := s.Validate(r.Kind, r.Lease, r.Queue); err != nil {
 		return store.Grant{}, err
 	}
 	if r.Reenter {
 		return s.reenter(ctx, r)
 	}
-	a := acquisition{s: s, r: r, start: time.Now(), letter: letters[r.Kind], dir: s.lockDir(r.Name),
+	a := acquisition{s: s, r: r, member: member, start: time.Now(), letter: letters[r.Kind], dir: s.lockDir(r.Name),
 		key: s.bindKey(r.Name, r.Kind, r.Owner), mark: s.markKey(r.Owner, r.Name), h: s.newHolding(r),
 		hold: s.class(leaseTTL(r.Lease))}
 	for {
@@ -53,6 +58,7 @@ func refused(err error) bool {
 type acquisition struct {
 	s      *Store
 	r      store.Request
+	member bool      // of a multi-lock: taken when free, whoever waits in its line
 	start  time.Time // before any request of it was sent
 	letter byte
 	dir    string // the lock's directory
@@ -80,7 +86,7 @@ func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 	if err != nil {
 		return store.Grant{}, err
 	}
-	if r.Kind == store.Plain {
+	if r.Kind == store.Plain && !a.member {
 		if l := s.lineOf(r.Name); l != nil {
 			return a.fromLine(ctx, l, lease)
 		}
@@ -128,10 +134,11 @@ func (a *acquisition) run(ctx context.Context) (store.Grant, error) {
 // lease; else it reads the lock's keys and counts the owner's mark.
 //
 // A plain mutex's also compares that nobody waits in its line (line.go),
-// and counts the line's keys if it fails.
+// and counts the line's keys if it fails; a multi-lock's member's does
+// not.
 func (a *acquisition) freeTxn(lease clientv3.LeaseID) *pb.TxnRequest {
 	var lineDir string
-	if a.r.Kind == store.Plain {
+	if a.r.Kind == store.Plain && !a.member {
 		lineDir = a.s.lineDir(a.r.Name)
 	}
 	// One buffer holds every key and the value.
@@ -382,7 +389,19 @@ func (s *Store) reenter(ctx context.Context, r store.Request) (store.Grant, erro
 	}
 }
 
-// AcquireAll implements store.Store: one member after another.
+// AcquireAll implements store.Store: one member after another. Each
+// member is taken if it is free at that moment, even while processes wait
+// in its line (line.go): a multi-lock must find all its members free at
+// once, and, made to wait its turn in every line, it would hardly ever
+// do so while the lines stay full. A process at the front of a line whose
+// try finds the lock taken that way keeps its place.
 func (s *Store) AcquireAll(ctx context.Context, rs []store.Request) ([]store.Grant, error) {
-	return store.AcquireEach(ctx, s, rs)
+	return store.AcquireEach(ctx, members{s}, rs)
+}
+
+// members is the store as a multi-lock's members are acquired from it.
+type members struct{ *Store }
+
+func (m members) Acquire(ctx context.Context, r store.Request) (store.Grant, error) {
+	return m.acquire(ctx, r, true)
 }

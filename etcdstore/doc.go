@@ -36,8 +36,8 @@
 // take turns, each with one key, <prefix>line/{name}/<id>, on a lease of
 // its own, and only the process at the front of that line tries when the
 // lock is freed, moving its key to the back as it takes the lock; an
-// acquisition of a process that does not wait fails while anyone does, so
-// no process is passed over (line.go). A waiter's watches start
+// acquisition of a process that does not wait fails while anyone does
+// (but for a multi-lock's members: line.go), so no process is passed over. A waiter's watches start
 // at the server's current revision and what it waits for is read after
 // they are made: a watch from a revision already past would wait for etcd's resync
 // of lagging watchers (100 ms), and so would every hand-over under

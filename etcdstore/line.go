@@ -48,10 +48,13 @@ import (
 // expired: it was paused) puts it again, at the back.
 //
 // The line orders processes, not goroutines: within a process the engine
-// serves its waiters first come, first served. A multi-lock waits in the
-// line of the member that refused it, and takes its other members as a
-// process that does not wait: while other processes wait for two of its
-// members without a pause, it can wait until they stop.
+// serves its waiters first come, first served. A multi-lock's members are
+// the exception to "nobody passes those who wait" (AcquireAll): each is
+// taken if it is free when the multi-lock tries, for made to wait its
+// turn in every line, it would hardly ever find them all free at once
+// while the lines stay full. Its process waits in the line of the member
+// that refused it, so it tries again at its turn there; the front of a
+// line whose try it beat keeps its place.
 
 // lineTTL is the TTL of a line key's lease, in seconds.
 const lineTTL = 5

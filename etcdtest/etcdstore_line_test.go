@@ -254,3 +254,73 @@ func TestEtcdMutexLineKeyPutBack(t *testing.T) {
 		t.Fatalf("Lock of the waiter whose line key was deleted: %v", err)
 	}
 }
+
+// TestEtcdMultiMutexAmidFullLines: processes keep the lines of both
+// members of a MultiMutex full (each takes its lock again as soon as it
+// let it go), and the multi-lock still gets both, again and again: its
+// members are taken when they are free, whoever waits in their lines.
+// Made to wait its turn in each line, it waited out the test's deadline.
+func TestEtcdMultiMutexAmidFullLines(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	started := make(chan struct{}, 4)
+	errs := make(chan error, 8)
+	for _, name := range []string{"a", "a", "b", "b"} {
+		cl := lockClient(t, c.Client(t))
+		closeAtEnd(t, cl)
+		for g := range 2 {
+			go func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						errs <- nil
+						return
+					default:
+					}
+					l, err := cl.Mutex(name).Lock(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					time.Sleep(time.Millisecond) // the work done under the lock
+					if err := l.Unlock(ctx); err != nil {
+						errs <- err
+						return
+					}
+					if g == 0 && i == 0 {
+						started <- struct{}{}
+					}
+				}
+			}()
+		}
+	}
+	for range 4 {
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("the single lockers never got going")
+		}
+	}
+	mc := lockClient(t, c.Client(t))
+	closeAtEnd(t, mc)
+	m := mc.MultiMutex([]string{"a", "b"})
+	for i := range 3 {
+		mctx, mcancel := context.WithTimeout(ctx, 20*time.Second)
+		l, err := m.Lock(mctx)
+		mcancel()
+		if err != nil {
+			t.Fatalf("multi-lock %d amid full lines: %v", i, err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
