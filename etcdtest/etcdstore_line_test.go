@@ -55,6 +55,20 @@ func awaitEvent(ctx context.Context, t *testing.T, w clientv3.WatchChan, typ mvc
 	}
 }
 
+// lockThenUnlock locks m in a goroutine and unlocks it at once; the
+// channel returned gets the first error, or nil.
+func lockThenUnlock(ctx context.Context, m *distlock.Mutex) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	return got
+}
+
 // stalledFront puts, by hand, the line key of a process at the front of
 // the line of the plain mutex name that never tries, on a lease of ttl
 // seconds that nobody keeps alive, and returns the lease.
@@ -140,14 +154,7 @@ func TestEtcdMutexLineHoldsBackNewcomers(t *testing.T) {
 	if _, err := m.TryLock(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryLock of a free Mutex with a process in its line: %v, want ErrNotAcquired", err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := m.Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
+	got := lockThenUnlock(ctx, m)
 	awaitWaiting(t, ctx, waiting)
 	if info, err := m.Inspect(ctx); err != nil || info.Locked || info.Waiters != 2 {
 		t.Fatalf("Inspect while the newcomer waits: %+v, %v; want the lock free, two processes waiting", info, err)
@@ -172,16 +179,9 @@ func TestEtcdMutexLineKeyBounds(t *testing.T) {
 	stalledFront(ctx, t, raw, "bound", 2)
 	w, waiting := waitingClient(t, c.Client(t))
 	closeAtEnd(t, w)
-	got := make(chan error, 1)
-	go func() {
-		l, err := w.Mutex("bound").Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
+	first := lockThenUnlock(ctx, w.Mutex("bound"))
 	awaitWaiting(t, ctx, waiting)
-	if err := <-got; err != nil {
+	if err := <-first; err != nil {
 		t.Fatalf("Lock behind a stalled front: %v", err)
 	}
 
@@ -194,6 +194,7 @@ func TestEtcdMutexLineKeyBounds(t *testing.T) {
 	}
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
+	got := make(chan error, 1)
 	go func() {
 		_, err := w.Mutex("bound").Lock(wctx)
 		got <- err
@@ -229,14 +230,7 @@ func TestEtcdMutexLineKeyPutBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := w.Mutex("putback").Lock(ctx)
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		got <- err
-	}()
+	got := lockThenUnlock(ctx, w.Mutex("putback"))
 	awaitWaiting(t, ctx, waiting)
 	keys, rev := lineKeys(ctx, t, raw, "putback")
 	if len(keys) != 1 {
@@ -322,5 +316,49 @@ func TestEtcdMultiMutexAmidFullLines(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestEtcdMutexFrontCutOff: the process at the front of a Mutex's line is
+// cut off from etcd (its proxy holds every byte) as the lock is freed: the
+// process behind it gets the lock once the front's line key has gone with
+// its lease, which nothing else keeps alive; and the cut-off process,
+// back in touch, puts its key back and gets the lock in its turn.
+func TestEtcdMutexFrontCutOff(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	m := c.Members()[0]
+	proxy := m.Proxy()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	holder := lockClient(t, c.Client(t))
+	front, frontWaiting := waitingClient(t, etcdtest.Dial(t, m.ProxyEndpoint()))
+	behind, behindWaiting := waitingClient(t, c.Client(t))
+	t.Cleanup(func() {
+		proxy.Resume()
+		for _, cl := range []*distlock.Client{holder, front, behind} {
+			if err := cl.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}
+	})
+	l, err := holder.Mutex("cut-front").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frontGot := lockThenUnlock(ctx, front.Mutex("cut-front"))
+	awaitWaiting(t, ctx, frontWaiting)
+	behindGot := lockThenUnlock(ctx, behind.Mutex("cut-front"))
+	awaitWaiting(t, ctx, behindWaiting)
+
+	proxy.Pause()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-behindGot; err != nil {
+		t.Fatalf("Lock behind a cut-off front: %v", err)
+	}
+	proxy.Resume()
+	if err := <-frontGot; err != nil {
+		t.Fatalf("Lock of the cut-off front, back in touch: %v", err)
 	}
 }
