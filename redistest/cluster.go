@@ -315,17 +315,23 @@ func (c *Cluster) AwaitSlotMaster(ctx context.Context, slot int, old *Server) (*
 	var m *Server
 	var last error
 	err := waitFor(ctx, func() bool {
-		m, last = c.SlotMaster(ctx, slot)
-		if last != nil {
+		got, err := c.SlotMaster(ctx, slot)
+		if err != nil {
+			if ctx.Err() == nil {
+				last = err // the end of ctx would hide why the nodes had not agreed
+			}
 			return false
 		}
+		m = got
 		if m == old {
 			last = fmt.Errorf("slot %d still served by %s", slot, old.Addr())
 			return false
 		}
 		st, err := infoReplication(ctx, m)
 		if err != nil || st["role"] != "master" {
-			last = fmt.Errorf("%s reports role %q (%v)", m.Addr(), st["role"], err)
+			if ctx.Err() == nil {
+				last = fmt.Errorf("%s reports role %q (%v)", m.Addr(), st["role"], err)
+			}
 			return false
 		}
 		return true
