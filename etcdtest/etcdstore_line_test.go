@@ -34,6 +34,18 @@ func lineKeys(ctx context.Context, t *testing.T, cli *clientv3.Client, name stri
 	return keys, resp.Header.Revision
 }
 
+// onlyLineKey returns the one key in the line of the plain mutex name (one
+// process waits for it), and a watch of the line from just after it was
+// read.
+func onlyLineKey(ctx context.Context, t *testing.T, raw *clientv3.Client, name string) (string, clientv3.WatchChan) {
+	t.Helper()
+	keys, rev := lineKeys(ctx, t, raw, name)
+	if len(keys) != 1 {
+		t.Fatalf("line keys while one process waits: %q", keys)
+	}
+	return keys[0], raw.Watch(ctx, lineDir(name), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+}
+
 // awaitEvent waits for an event of type typ on the key named key among
 // those of w.
 func awaitEvent(ctx context.Context, t *testing.T, w clientv3.WatchChan, typ mvccpb.Event_EventType, key string) {
@@ -200,16 +212,12 @@ func TestEtcdMutexLineKeyBounds(t *testing.T) {
 		got <- err
 	}()
 	awaitWaiting(t, ctx, waiting)
-	keys, rev := lineKeys(ctx, t, raw, "bound")
-	if len(keys) != 1 {
-		t.Fatalf("line keys while one process waits: %q", keys)
-	}
-	watch := raw.Watch(ctx, lineDir("bound"), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	key, watch := onlyLineKey(ctx, t, raw, "bound")
 	wcancel()
 	if err := <-got; !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("Lock with its context cancelled: %v, want ErrNotAcquired", err)
 	}
-	awaitEvent(ctx, t, watch, mvccpb.DELETE, keys[0])
+	awaitEvent(ctx, t, watch, mvccpb.DELETE, key)
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -232,15 +240,11 @@ func TestEtcdMutexLineKeyPutBack(t *testing.T) {
 	}
 	got := lockThenUnlock(ctx, w.Mutex("putback"))
 	awaitWaiting(t, ctx, waiting)
-	keys, rev := lineKeys(ctx, t, raw, "putback")
-	if len(keys) != 1 {
-		t.Fatalf("line keys while one process waits: %q", keys)
-	}
-	watch := raw.Watch(ctx, lineDir("putback"), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	if _, err := raw.Delete(ctx, keys[0]); err != nil {
+	key, watch := onlyLineKey(ctx, t, raw, "putback")
+	if _, err := raw.Delete(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	awaitEvent(ctx, t, watch, mvccpb.PUT, keys[0])
+	awaitEvent(ctx, t, watch, mvccpb.PUT, key)
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
